@@ -1,0 +1,3 @@
+# Backends: the reference (the executable contract), then the drivers.
+noinst_HEADERS += backends/contract.h
+include backends/ref/local.mk

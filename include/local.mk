@@ -1,0 +1,11 @@
+# Public headers.
+include_HEADERS = include/lockstep.h
+lockstepincdir = $(includedir)/lockstep
+lockstepinc_HEADERS = \
+	include/lockstep/export.h \
+	include/lockstep/status.h \
+	include/lockstep/types.h \
+	include/lockstep/device.h \
+	include/lockstep/ops.h \
+	include/lockstep/driver.h
+nodist_lockstepinc_HEADERS = include/lockstep/version.h

@@ -1,0 +1,151 @@
+/* Lockstep: the ops.  docs/numerics.md gives, for each one, the exact order
+ * of operations every device follows; docs/api.md the argument rules.
+ *
+ * Common rules
+ * - Every op runs on a queue; its tensors must be reachable by the queue's
+ *   device (host memory for "ref"/"cpu*", lk_malloc'd memory for GPUs).
+ * - Floating tensors may be LK_F32, LK_BF16 or LK_F16 unless stated; inputs
+ *   are widened exactly to f32, arithmetic is f32, outputs are rounded to
+ *   nearest even once at the store, NaN stored canonical.
+ * - A tensor with 0 rows (or a GEMM with M or N = 0) is a valid no-op.
+ * - Outputs may not overlap inputs, except that element-wise ops may run in
+ *   place (output identical to an input: same data, dtype size and ld).
+ * - On any error nothing is written. */
+#ifndef LOCKSTEP_OPS_H
+#define LOCKSTEP_OPS_H
+
+#include <lockstep/device.h>
+#include <lockstep/export.h>
+#include <lockstep/status.h>
+#include <lockstep/types.h>
+
+LK_BEGIN_DECLS
+
+/* ---------------------------------------------------------------- GEMM */
+
+typedef enum lk_transpose { LK_NO_TRANS = 0, LK_TRANS = 1 } lk_transpose;
+
+enum lk_gemm_flags {
+    LK_GEMM_ACCUMULATE = 1u << 0 /* C = A.B (+ bias) + C */
+};
+
+/* C[b] = op(A[b]) . op(B[b]) (+ bias) (+ C[b]) for b in [0, batch).
+ * op(A) is M x K: a is M x K, or K x M with ta = LK_TRANS.
+ * op(B) is K x N: b is K x N, or N x K with tb = LK_TRANS.
+ * c is M x N (f32, bf16 or f16); bias is NULL or 1 x N; batch >= 1, with
+ * each tensor's batch_stride (0 = shared, inputs only).  A and B have one
+ * dtype among f32/bf16/f16 each, freely mixed. */
+LK_API lk_status lk_gemm(lk_queue *q, lk_transpose ta, lk_transpose tb,
+                         const lk_tensor *a, const lk_tensor *b,
+                         const lk_tensor *bias, const lk_tensor *c,
+                         int64_t batch, unsigned flags);
+
+/* ----------------------------------------------------- row reductions */
+
+typedef enum lk_reduce_op {
+    LK_REDUCE_SUM = 1,
+    LK_REDUCE_MEAN = 2,
+    LK_REDUCE_MAX = 3,          /* IEEE 754-2019 maximum: NaN wins, -0 < +0 */
+    LK_REDUCE_MIN = 4,          /* IEEE 754-2019 minimum */
+    LK_REDUCE_VAR = 5,          /* population variance (divide by n) */
+    LK_REDUCE_VAR_UNBIASED = 6, /* divide by n - 1 */
+    LK_REDUCE_ARGMAX = 7        /* lowest index wins ties; NaN is largest */
+} lk_reduce_op;
+
+/* y[r] = op(x[r, 0..cols)).  x has cols >= 1; y is rows x 1 (its ld is the
+ * stride between results), float, or LK_I64 for ARGMAX. */
+LK_API lk_status lk_reduce(lk_queue *q, lk_reduce_op op, const lk_tensor *x,
+                           const lk_tensor *y);
+
+/* -------------------------------------------------- norms and softmax */
+
+/* y = x / sqrt(mean(x^2) + eps) * weight; weight NULL or 1 x cols. */
+LK_API lk_status lk_rmsnorm(lk_queue *q, const lk_tensor *x, const lk_tensor *weight,
+                            float eps, const lk_tensor *y);
+
+/* y = (x - mean) / sqrt(var + eps) * weight + bias; weight, bias NULL or
+ * 1 x cols. */
+LK_API lk_status lk_layernorm(lk_queue *q, const lk_tensor *x, const lk_tensor *weight,
+                              const lk_tensor *bias, float eps, const lk_tensor *y);
+
+LK_API lk_status lk_softmax(lk_queue *q, const lk_tensor *x, const lk_tensor *y);
+LK_API lk_status lk_log_softmax(lk_queue *q, const lk_tensor *x, const lk_tensor *y);
+
+/* --------------------------------------------------------- element-wise */
+
+typedef enum lk_unary_op {
+    LK_UNARY_COPY = 1,      /* conversion between float dtypes */
+    LK_UNARY_RELU = 2,
+    LK_UNARY_RELU2 = 3,     /* relu(x)^2 */
+    LK_UNARY_SIGMOID = 4,
+    LK_UNARY_SILU = 5,
+    LK_UNARY_GELU_TANH = 6,
+    LK_UNARY_GELU_ERF = 7,
+    LK_UNARY_EXP = 8,
+    LK_UNARY_LOG = 9,
+    LK_UNARY_TANH = 10,
+    LK_UNARY_ERF = 11
+} lk_unary_op;
+
+/* y = f(x), same shape. */
+LK_API lk_status lk_unary(lk_queue *q, lk_unary_op op, const lk_tensor *x,
+                          const lk_tensor *y);
+
+/* y = x converted to y's dtype (lk_unary with LK_UNARY_COPY). */
+LK_API lk_status lk_convert(lk_queue *q, const lk_tensor *x, const lk_tensor *y);
+
+typedef enum lk_binary_op {
+    LK_BINARY_ADD = 1,
+    LK_BINARY_MUL = 2
+} lk_binary_op;
+
+/* y = a op b; b has a's shape, or is 1 x cols and broadcast over rows. */
+LK_API lk_status lk_binary(lk_queue *q, lk_binary_op op, const lk_tensor *a,
+                           const lk_tensor *b, const lk_tensor *y);
+
+/* --------------------------------------------------------- quantisation */
+
+/* BitNet b1.58 activations, per row: s = 127 / max(absmax, 1e-5),
+ * q = clamp(rne(x * s), -128, 127).  q is LK_I8 with x's shape, scale is
+ * rows x 1 f32 and receives s (x ~ q / s). */
+LK_API lk_status lk_quantize_act(lk_queue *q, const lk_tensor *x, const lk_tensor *xq,
+                                 const lk_tensor *scale);
+
+/* BitNet b1.58 weights, whole tensor: m = max(mean(|w|), 1e-5),
+ * t = clamp(rne(w / m), -1, 1), packed into wq (LK_T2, w's shape); scale
+ * is 1 x 1 f32 and receives m (w ~ t * m). */
+LK_API lk_status lk_quantize_ternary(lk_queue *q, const lk_tensor *w, const lk_tensor *wq,
+                                     const lk_tensor *scale);
+
+/* LK_I8 values in {-1, 0, 1} <-> LK_T2, same shape.  pack refuses any other
+ * value with LK_ERR_INVALID_VALUE (writing nothing); unpack of the reserved
+ * code 3 gives 2 (docs/formats.md). */
+LK_API lk_status lk_ternary_pack(lk_queue *q, const lk_tensor *w, const lk_tensor *wq);
+LK_API lk_status lk_ternary_unpack(lk_queue *q, const lk_tensor *wq, const lk_tensor *w);
+
+/* --------------------------------------------------------- integer GEMM */
+
+/* y[m, n] = ((float)acc / x_scale[m]) * w_scale[n or 0],
+ * acc = sum_k xq[m, k] * w[n, k] exactly in int32.
+ * xq: LK_I8 M x K; x_scale: f32 M x 1 (the s of lk_quantize_act);
+ * w: LK_T2 N x K; w_scale: f32 1 x 1 or 1 x N; y: float M x N.
+ * K <= 8388608 so that int32 cannot overflow. */
+LK_API lk_status lk_ternary_gemm(lk_queue *q, const lk_tensor *xq, const lk_tensor *x_scale,
+                                 const lk_tensor *w, const lk_tensor *w_scale,
+                                 const lk_tensor *y);
+
+/* acc[m, n] = sum_k a[m, k] * b[n, k] exactly in int32 (a: LK_I8 M x K,
+ * b: LK_I8 N x K, K <= 131072).  With a_scale and b_scale NULL, c is
+ * LK_I32 and receives acc; with both given (as for lk_ternary_gemm),
+ * c is float and receives ((float)acc / a_scale[m]) * b_scale[n or 0]. */
+LK_API lk_status lk_int8_gemm(lk_queue *q, const lk_tensor *a, const lk_tensor *b,
+                              const lk_tensor *a_scale, const lk_tensor *b_scale,
+                              const lk_tensor *c);
+
+/* The limits above, as constants. */
+#define LK_TERNARY_MAX_K 8388608
+#define LK_INT8_MAX_K 131072
+
+LK_END_DECLS
+
+#endif
