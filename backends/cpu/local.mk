@@ -1,0 +1,1 @@
+# CPU driver (issue 3): filled in by backends/cpu

@@ -1,0 +1,1 @@
+# CUDA driver module (issue 5): filled in by backends/cuda
