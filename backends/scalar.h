@@ -11,32 +11,40 @@
 
 #include "backends/contract.h"
 
-static inline uint32_t lk_f32_bits(float x)
+/* Scalar helpers compile as host code and, under nvcc, as device code too,
+ * so the CUDA kernels use the very same sequences. */
+#if defined(__CUDACC__)
+#define LK_SCALAR LK_SCALAR __host__ __device__
+#else
+#define LK_SCALAR static inline
+#endif
+
+LK_SCALAR uint32_t lk_f32_bits(float x)
 {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
     return u;
 }
 
-static inline float lk_bits_f32(uint32_t u)
+LK_SCALAR float lk_bits_f32(uint32_t u)
 {
     float x;
     memcpy(&x, &u, sizeof x);
     return x;
 }
 
-static inline int lk_isnan(float x)
+LK_SCALAR int lk_isnan(float x)
 {
     return (lk_f32_bits(x) & 0x7fffffffu) > 0x7f800000u;
 }
 
-static inline float lk_fabs(float x)
+LK_SCALAR float lk_fabs(float x)
 {
     return lk_bits_f32(lk_f32_bits(x) & 0x7fffffffu);
 }
 
 /* IEEE 754-2019 maximum/minimum: NaN wins, -0 < +0. */
-static inline float lk_maximum(float a, float b)
+LK_SCALAR float lk_maximum(float a, float b)
 {
     if (lk_isnan(a) || lk_isnan(b))
         return lk_bits_f32(LK_NAN_F32_BITS);
@@ -45,7 +53,7 @@ static inline float lk_maximum(float a, float b)
     return a > b ? a : b;
 }
 
-static inline float lk_minimum(float a, float b)
+LK_SCALAR float lk_minimum(float a, float b)
 {
     if (lk_isnan(a) || lk_isnan(b))
         return lk_bits_f32(LK_NAN_F32_BITS);
@@ -57,7 +65,7 @@ static inline float lk_minimum(float a, float b)
 /* Round half to even to an integer value, for |x| < 2^23 or any x already
  * integral (the clamps of the contract guarantee it).  The 1.5 * 2^23 shift
  * trick, exact under round-to-nearest-even. */
-static inline float lk_rne(float x)
+LK_SCALAR float lk_rne(float x)
 {
     const float shift = 0x1.8p23f;
     if (!(lk_fabs(x) < 0x1p23f))
@@ -69,12 +77,12 @@ static inline float lk_rne(float x)
 
 /* ---- conversions (numerics.md section 3) ---- */
 
-static inline float lk_canon_f32(float x)
+LK_SCALAR float lk_canon_f32(float x)
 {
     return lk_isnan(x) ? lk_bits_f32(LK_NAN_F32_BITS) : x;
 }
 
-static inline uint16_t lk_to_bf16(float x)
+LK_SCALAR uint16_t lk_to_bf16(float x)
 {
     uint32_t u = lk_f32_bits(x);
     if ((u & 0x7fffffffu) > 0x7f800000u)
@@ -83,12 +91,12 @@ static inline uint16_t lk_to_bf16(float x)
     return (uint16_t)(u >> 16);
 }
 
-static inline float lk_from_bf16(uint16_t h)
+LK_SCALAR float lk_from_bf16(uint16_t h)
 {
     return lk_bits_f32((uint32_t)h << 16);
 }
 
-static inline uint16_t lk_to_f16(float x)
+LK_SCALAR uint16_t lk_to_f16(float x)
 {
     uint32_t u = lk_f32_bits(x);
     uint32_t sign = (u >> 16) & 0x8000u;
@@ -110,7 +118,7 @@ static inline uint16_t lk_to_f16(float x)
     return (uint16_t)(sign | (r >> 13));
 }
 
-static inline float lk_from_f16(uint16_t h)
+LK_SCALAR float lk_from_f16(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t e = (h >> 10) & 0x1fu;
