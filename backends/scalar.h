@@ -14,7 +14,7 @@
 /* Scalar helpers compile as host code and, under nvcc, as device code too,
  * so the CUDA kernels use the very same sequences. */
 #if defined(__CUDACC__)
-#define LK_SCALAR LK_SCALAR __host__ __device__
+#define LK_SCALAR static inline __host__ __device__
 #else
 #define LK_SCALAR static inline
 #endif
