@@ -135,8 +135,8 @@ LK_API lk_status lk_ternary_gemm(lk_queue *q, const lk_tensor *xq, const lk_tens
                                  const lk_tensor *y);
 
 /* acc[m, n] = sum_k a[m, k] * b[n, k] exactly in int32 (a: LK_I8 M x K,
- * b: LK_I8 N x K, K <= 131072).  With a_scale and b_scale NULL, c is
- * LK_I32 and receives acc; with both given (as for lk_ternary_gemm),
+ * b: LK_I8 N x K, K <= 131071 since (-128)(-128) = 2^14 per term).  With
+ * a_scale and b_scale NULL, c is LK_I32 and receives acc; with both given (as for lk_ternary_gemm),
  * c is float and receives ((float)acc / a_scale[m]) * b_scale[n or 0]. */
 LK_API lk_status lk_int8_gemm(lk_queue *q, const lk_tensor *a, const lk_tensor *b,
                               const lk_tensor *a_scale, const lk_tensor *b_scale,
@@ -144,7 +144,7 @@ LK_API lk_status lk_int8_gemm(lk_queue *q, const lk_tensor *a, const lk_tensor *
 
 /* The limits above, as constants. */
 #define LK_TERNARY_MAX_K 8388608
-#define LK_INT8_MAX_K 131072
+#define LK_INT8_MAX_K 131071
 
 LK_END_DECLS
 
