@@ -1,2 +1,23 @@
 # The core: context, registry, loader, topology, validation, dispatch.
-noinst_HEADERS += core/error.h core/fpenv.h
+noinst_HEADERS += core/error.h core/fpenv.h core/core.h core/dtype.h core/memory.h \
+	core/topology.h core/validate.h
+liblockstep_la_SOURCES += \
+	core/error.c \
+	core/version.c \
+	core/dtype.c \
+	core/registry.c \
+	core/loader.c \
+	core/topology.c \
+	core/context.c \
+	core/device.c \
+	core/queue.c \
+	core/memory.c \
+	core/validate.c \
+	core/ops_gemm.c \
+	core/ops_reduce.c \
+	core/ops_norm.c \
+	core/ops_unary.c \
+	core/ops_binary.c \
+	core/ops_quant.c \
+	core/ops_intgemm.c \
+	core/ref_stubs.c

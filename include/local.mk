@@ -7,5 +7,6 @@ lockstepinc_HEADERS = \
 	include/lockstep/types.h \
 	include/lockstep/device.h \
 	include/lockstep/ops.h \
-	include/lockstep/driver.h
+	include/lockstep/driver.h \
+	include/lockstep/info.h
 nodist_lockstepinc_HEADERS = include/lockstep/version.h

@@ -11,5 +11,6 @@
 #include <lockstep/types.h>
 #include <lockstep/device.h>
 #include <lockstep/ops.h>
+#include <lockstep/info.h>
 
 #endif

@@ -1,0 +1,80 @@
+/* Lockstep core: RMSNorm, LayerNorm, softmax, log-softmax (docs/numerics.md
+ * section 6). */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <string.h>
+
+#include "core/validate.h"
+
+/* x and y of one shape, weight and bias NULL or 1 x cols. */
+static lk_status lk_norm_check(lk_validator *v, lk_norm_args *n, const lk_tensor *x,
+                               const lk_tensor *weight, const lk_tensor *bias,
+                               const lk_tensor *y)
+{
+    LK_V_TRY(lk_v_tensor(v, "x", x, &n->x, LK_DT_FLOAT, LK_V_IN, 1));
+    LK_V_TRY(lk_v_tensor(v, "weight", weight, &n->weight, LK_DT_FLOAT,
+                         LK_V_IN | LK_V_OPTIONAL, 1));
+    LK_V_TRY(lk_v_tensor(v, "bias", bias, &n->bias, LK_DT_FLOAT, LK_V_IN | LK_V_OPTIONAL, 1));
+    LK_V_TRY(lk_v_tensor(v, "y", y, &n->y, LK_DT_FLOAT, LK_V_OUT, 1));
+    if (weight)
+        LK_V_TRY(lk_v_dims(v, "weight", &n->weight, 1, NULL, n->x.cols, "x cols"));
+    if (bias)
+        LK_V_TRY(lk_v_dims(v, "bias", &n->bias, 1, NULL, n->x.cols, "x cols"));
+    LK_V_TRY(lk_v_dims(v, "y", &n->y, n->x.rows, "x rows", n->x.cols, "x cols"));
+    return lk_v_finish(v);
+}
+
+LK_API lk_status lk_rmsnorm(lk_queue *q, const lk_tensor *x, const lk_tensor *weight, float eps,
+                            const lk_tensor *y)
+{
+    lk_validator v;
+    lk_norm_args n;
+    memset(&n, 0, sizeof n);
+    LK_V_TRY(lk_v_begin(&v, "lk_rmsnorm", q));
+    LK_V_TRY(lk_norm_check(&v, &n, x, weight, NULL, y));
+    n.eps = eps;
+    LK_V_RUN(&v, LK_OP_RMSNORM, rmsnorm, n, n.x.rows == 0 || n.x.cols == 0);
+}
+
+LK_API lk_status lk_layernorm(lk_queue *q, const lk_tensor *x, const lk_tensor *weight,
+                              const lk_tensor *bias, float eps, const lk_tensor *y)
+{
+    lk_validator v;
+    lk_norm_args n;
+    memset(&n, 0, sizeof n);
+    LK_V_TRY(lk_v_begin(&v, "lk_layernorm", q));
+    LK_V_TRY(lk_norm_check(&v, &n, x, weight, bias, y));
+    n.eps = eps;
+    LK_V_RUN(&v, LK_OP_LAYERNORM, layernorm, n, n.x.rows == 0 || n.x.cols == 0);
+}
+
+static lk_status lk_softmax_check(lk_validator *v, lk_softmax_args *s, const lk_tensor *x,
+                                  const lk_tensor *y)
+{
+    LK_V_TRY(lk_v_tensor(v, "x", x, &s->x, LK_DT_FLOAT, LK_V_IN, 1));
+    LK_V_TRY(lk_v_tensor(v, "y", y, &s->y, LK_DT_FLOAT, LK_V_OUT, 1));
+    LK_V_TRY(lk_v_dims(v, "y", &s->y, s->x.rows, "x rows", s->x.cols, "x cols"));
+    return lk_v_finish(v);
+}
+
+LK_API lk_status lk_softmax(lk_queue *q, const lk_tensor *x, const lk_tensor *y)
+{
+    lk_validator v;
+    lk_softmax_args s;
+    memset(&s, 0, sizeof s);
+    LK_V_TRY(lk_v_begin(&v, "lk_softmax", q));
+    LK_V_TRY(lk_softmax_check(&v, &s, x, y));
+    LK_V_RUN(&v, LK_OP_SOFTMAX, softmax, s, s.x.rows == 0 || s.x.cols == 0);
+}
+
+LK_API lk_status lk_log_softmax(lk_queue *q, const lk_tensor *x, const lk_tensor *y)
+{
+    lk_validator v;
+    lk_softmax_args s;
+    memset(&s, 0, sizeof s);
+    LK_V_TRY(lk_v_begin(&v, "lk_log_softmax", q));
+    LK_V_TRY(lk_softmax_check(&v, &s, x, y));
+    LK_V_RUN(&v, LK_OP_LOG_SOFTMAX, log_softmax, s, s.x.rows == 0 || s.x.cols == 0);
+}

@@ -1,0 +1,88 @@
+/* Lockstep core: queues.  A host-memory device whose driver has no queues
+ * (queue_create NULL, as "ref") gets a core queue: its ops run to
+ * completion inside the call, and its kernels see a NULL queue. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "core/error.h"
+
+LK_API lk_status lk_queue_create(lk_device *dev, const lk_queue_opts *opts, lk_queue **out)
+{
+    lk_error_clear();
+    if (!dev)
+        return lk_error(LK_ERR_NULL_POINTER, "lk_queue_create: dev is NULL");
+    if (!out)
+        return lk_error(LK_ERR_NULL_POINTER, "lk_queue_create: q is NULL");
+    lk_queue_opts o;
+    memset(&o, 0, sizeof o);
+    if (opts)
+        o = *opts;
+    if (o.num_threads < 0)
+        return lk_error(LK_ERR_INVALID_ARGUMENT,
+                        "lk_queue_create: opts->num_threads (%d) < 0", o.num_threads);
+    const lk_device_iface *iface = dev->iface;
+    if (!iface->queue_create && o.native_stream)
+        return lk_error(LK_ERR_INVALID_ARGUMENT,
+                        "lk_queue_create: opts->native_stream: device %s has no streams",
+                        dev->props.name);
+    lk_queue *q = calloc(1, sizeof *q);
+    if (!q)
+        return lk_error(LK_ERR_OUT_OF_MEMORY, "lk_queue_create: out of memory");
+    q->dev = dev;
+    if (iface->queue_create) {
+        lk_status st = iface->queue_create(dev->state, &o, &q->state);
+        if (st != LK_OK) {
+            free(q);
+            if (lk_last_error()[0])
+                return lk_error(st, "lk_queue_create: %s: %s", dev->props.name,
+                                lk_last_error());
+            return lk_error(st, "lk_queue_create: device %s failed (%s)", dev->props.name,
+                            lk_status_string(st));
+        }
+    }
+    lk_error_clear();
+    *out = q;
+    return LK_OK;
+}
+
+LK_API lk_status lk_queue_destroy(lk_queue *q)
+{
+    lk_error_clear();
+    if (!q)
+        return lk_error(LK_ERR_NULL_POINTER, "lk_queue_destroy: q is NULL");
+    if (q->dev->iface->queue_create)
+        q->dev->iface->queue_destroy(q->state);
+    free(q);
+    lk_error_clear();
+    return LK_OK;
+}
+
+LK_API lk_status lk_queue_sync(lk_queue *q)
+{
+    lk_error_clear();
+    if (!q)
+        return lk_error(LK_ERR_NULL_POINTER, "lk_queue_sync: q is NULL");
+    const lk_device_iface *iface = q->dev->iface;
+    if (!iface->queue_create || !iface->queue_sync)
+        return LK_OK;
+    lk_status st = iface->queue_sync(q->state);
+    if (st == LK_OK) {
+        lk_error_clear();
+        return LK_OK;
+    }
+    if (lk_last_error()[0])
+        return lk_error(st, "lk_queue_sync: %s: %s", q->dev->props.name, lk_last_error());
+    return lk_error(st, "lk_queue_sync: device %s failed (%s)", q->dev->props.name,
+                    lk_status_string(st));
+}
+
+LK_API lk_device *lk_queue_device(const lk_queue *q)
+{
+    lk_error_clear();
+    return q ? q->dev : NULL;
+}
