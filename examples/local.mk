@@ -1,1 +1,11 @@
-# examples
+# Examples: small programs a user copies from.  Built by `make` (never
+# installed) so that they cannot rot, and compiled as a user would compile
+# them: public headers only, no internal defines.
+noinst_PROGRAMS += examples/quickstart examples/cross_check
+EXAMPLES_CPPFLAGS = -I$(top_srcdir)/include -I$(top_builddir)/include
+examples_quickstart_SOURCES = examples/quickstart.c
+examples_quickstart_CPPFLAGS = $(EXAMPLES_CPPFLAGS)
+examples_quickstart_LDADD = liblockstep.la
+examples_cross_check_SOURCES = examples/cross_check.c
+examples_cross_check_CPPFLAGS = $(EXAMPLES_CPPFLAGS)
+examples_cross_check_LDADD = liblockstep.la
