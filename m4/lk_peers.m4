@@ -1,5 +1,6 @@
 # LK_PEERS: the libraries `lockstep bench` compares against (optional).
 AC_DEFUN([LK_PEERS], [
+  AC_DEFINE([LK_HAVE_BENCH], [1], [Define when bench/ (lockstep bench) is built])
   AC_ARG_WITH([openblas],
     [AS_HELP_STRING([--without-openblas], [do not compare with OpenBLAS in lockstep bench])],
     [], [with_openblas=check])

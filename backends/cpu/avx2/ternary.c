@@ -1,0 +1,4 @@
+/* AVX2: packed ternary format and ternary GEMM (docs/numerics.md section 9), the shared kernel of
+ * backends/cpu/kernels/ternary.c on the vocabulary of avx2/vec.h. */
+#include "backends/cpu/avx2/vec.h"
+#include "backends/cpu/kernels/ternary.c"

@@ -1,0 +1,26 @@
+/* Lockstep CPU driver: which instruction sets this CPU and its OS support
+ * (internal).  Detected once, from CPUID and XGETBV (the OS must save the
+ * YMM/ZMM/opmask state, or the instructions fault), never /proc/cpuinfo. */
+#ifndef LK_CPU_ISA_H
+#define LK_CPU_ISA_H
+
+typedef enum lk_cpu_isa {
+    LK_CPU_ISA_REF = 0,         /* the threaded reference: every CPU */
+    LK_CPU_ISA_AVX2 = 1,        /* AVX2 + FMA + F16C */
+    LK_CPU_ISA_AVX_VNNI = 2,    /* the above + AVX-VNNI (vpdpbusd on YMM) */
+    LK_CPU_ISA_AVX512_VNNI = 3, /* AVX-512 F/BW/VL/VNNI + FMA + F16C */
+    LK_CPU_ISA_COUNT_
+} lk_cpu_isa;
+
+/* Bit (1u << isa) is set for every ISA the CPU and the OS support
+ * natively; LK_CPU_ISA_REF always. */
+unsigned lk_cpu_isa_supported(void);
+
+/* "ref", "avx2", "avx-vnni", "avx512-vnni": the device-name suffix and
+ * the LOCKSTEP_CPU_ISA value. */
+const char *lk_cpu_isa_name(lk_cpu_isa isa);
+
+/* The CPU's brand string ("AMD EPYC 9B14"), "" when unknown. */
+const char *lk_cpu_brand(void);
+
+#endif

@@ -1,0 +1,429 @@
+/* Lockstep CPU kernels: GEMM (docs/numerics.md section 4), in the BLIS
+ * style: B packed in k-panels of GEMM_KC x GEMM_NC, A in blocks of
+ * GEMM_MC x GEMM_KC, a GEMM_MR x GEMM_NR register micro-tile.
+ *
+ * The contract's order is kept by the micro-kernel: for each block of LK_KB
+ * consecutive k it starts from zero accumulators, runs the fma chain with k
+ * ascending, and then stores the block into the tile of totals (the very
+ * first block) or adds it (every later one).  GEMM_KC is a multiple of
+ * LK_KB, so k-panels never cut a block.  The totals live in C when C is f32
+ * without ACCUMULATE, otherwise in a workspace; the epilogue then adds the
+ * bias and C's old value and rounds once, after the last k-panel.
+ *
+ * Threads split independent output tiles only (column panels, or row
+ * blocks), so the bits do not depend on their number.  For M <= GEMM_MR
+ * (GEMV and small batches) there is no shared packing at all: each thread
+ * takes whole column panels and runs the micro-kernel over all of K. */
+#include <stdlib.h>
+
+#include "backends/cpu/kernels/elem.h"
+#include "backends/cpu/threads.h"
+#include "backends/ref/ref.h"
+
+#define GEMM_NV (GEMM_NR / VW)                /* vectors per tile row */
+#define GEMM_KC (2 * LK_KB)                   /* B micro-panel: KC x NR in L1 */
+#define GEMM_MC ((144 / GEMM_MR) * GEMM_MR)   /* A block: MC x KC in L2 */
+#define GEMM_NC 3072                          /* B panel: KC x NC in L3 */
+#define GEMM_WS_FLOATS (1 << 20)              /* workspace of totals: 4 MB */
+
+#if GEMM_KC % LK_KB != 0
+#error "a k-panel must hold whole contract blocks"
+#endif
+
+typedef struct gemm_job {
+    const lk_gemm_args *g;
+    const char *a, *b, *bias; /* matrix `batch` of each */
+    char *c;
+    int64_t m, n, k;
+    int64_t nc;        /* columns per jc block */
+    float *bp;         /* shared packed B panel (KC x nc) */
+    float *ap;         /* per-thread A blocks (MC x KC), or GEMV: A (m x K) */
+    float *ws;         /* totals when C cannot hold them (m x nc), else NULL */
+    float *bbuf;       /* GEMV: per-thread K x NR B panels */
+} gemm_job;
+
+/* ---- the micro-kernel ---- */
+
+/* Totals t[i][0..NR) += the KB blocks of A (mr x kc, k-major, stride mr)
+ * times B (kc x NR, row stride ldb); first: the first block of the whole
+ * dot product, stored rather than added.  mr is a constant at each call
+ * site (ukernel_mr), so the accumulators live in registers. */
+LK_INLINE void ukernel(const int mr, int64_t kc, const float *ap, const float *bp,
+                       int64_t ldb, float *t, int64_t ldt, int first)
+{
+    for (int64_t k0 = 0; k0 < kc; k0 += LK_KB) {
+        const int64_t kb = kc - k0 < LK_KB ? kc - k0 : LK_KB;
+        const float *a = ap + k0 * mr, *b = bp + k0 * ldb;
+        vf acc[GEMM_MR][GEMM_NV];
+LK_UNROLL(16)
+        for (int i = 0; i < mr; i++)
+LK_UNROLL(4)
+            for (int v = 0; v < GEMM_NV; v++)
+                acc[i][v] = vf_zero();
+        for (int64_t k = 0; k < kb; k++, a += mr, b += ldb) {
+            vf bv[GEMM_NV];
+LK_UNROLL(4)
+            for (int v = 0; v < GEMM_NV; v++)
+                bv[v] = vf_load(b + v * VW);
+LK_UNROLL(16)
+            for (int i = 0; i < mr; i++) {
+                vf ai = vf_bcast(a + i);
+LK_UNROLL(4)
+                for (int v = 0; v < GEMM_NV; v++)
+                    acc[i][v] = vf_fma(ai, bv[v], acc[i][v]);
+            }
+        }
+        const int store = first && k0 == 0;
+LK_UNROLL(16)
+        for (int i = 0; i < mr; i++)
+LK_UNROLL(4)
+            for (int v = 0; v < GEMM_NV; v++) {
+                float *ti = t + i * ldt + v * VW;
+                vf_store(ti, store ? acc[i][v] : vf_add(vf_load(ti), acc[i][v]));
+            }
+    }
+}
+
+#define UK_CASE(r)                                          \
+    case r:                                                 \
+        ukernel(r, kc, ap, bp, ldb, t, ldt, first);         \
+        break;
+
+static void ukernel_mr(int mr, int64_t kc, const float *ap, const float *bp, int64_t ldb,
+                       float *t, int64_t ldt, int first)
+{
+    if (LK_SIMDE_GENERIC) {
+        ukernel(mr, kc, ap, bp, ldb, t, ldt, first);
+        return;
+    }
+    switch (mr) {
+        UK_CASE(1) UK_CASE(2) UK_CASE(3) UK_CASE(4) UK_CASE(5) UK_CASE(6)
+#if GEMM_MR > 6
+        UK_CASE(7) UK_CASE(8)
+#endif
+#if GEMM_MR > 8
+        UK_CASE(9) UK_CASE(10) UK_CASE(11) UK_CASE(12)
+#endif
+#if GEMM_MR > 12
+#error "extend ukernel_mr"
+#endif
+    default:
+        break;
+    }
+}
+
+/* ---- packing: widen to f32, transposes resolved ---- */
+
+/* A rows i0 .. i0 + mr, k0 .. k0 + kc -> dst[k * mr + i]. */
+static void pack_a(const gemm_job *j, int64_t i0, int mr, int64_t k0, int64_t kc, float *dst)
+{
+    const lk_tensor *A = &j->g->a;
+    const lk_dtype dt = A->dtype;
+    if (j->g->ta == LK_TRANS) { /* K x M: op(A)[i, k] at k * ld + i */
+        for (int64_t k = 0; k < kc; k++)
+            widen_span(j->a, dt, (k0 + k) * A->ld + i0, mr, dst + k * mr);
+        return;
+    }
+    for (int i = 0; i < mr; i++) { /* M x K: row i contiguous in k */
+        const int64_t s = (i0 + i) * A->ld + k0;
+        switch (dt) {
+        case LK_BF16:
+            for (int64_t k = 0; k < kc; k++)
+                dst[k * mr + i] = lk_from_bf16(((const uint16_t *)j->a)[s + k]);
+            break;
+        case LK_F16:
+            for (int64_t k = 0; k < kc; k++)
+                dst[k * mr + i] = lk_from_f16(((const uint16_t *)j->a)[s + k]);
+            break;
+        default:
+            for (int64_t k = 0; k < kc; k++)
+                dst[k * mr + i] = ((const float *)j->a)[s + k];
+            break;
+        }
+    }
+}
+
+/* Software prefetch distance of pack_bt, per row: its eight rows at a
+ * time are too many short streams for the hardware prefetchers. */
+#define GEMM_PF_BYTES 512
+
+/* pack_b of a transposed B (N x K, row n contiguous in k), elements of es
+ * bytes (f16 when f16): 8 rows x 8 k at a time, transposed in registers. */
+LK_INLINE void pack_bt(const gemm_job *j, int64_t n0, int nr, int64_t k0, int64_t kc,
+                       float *dst, const int es, const int f16)
+{
+    const lk_tensor *B = &j->g->b;
+    int jj = 0;
+    for (; jj + 8 <= nr; jj += 8) {
+        const char *rows = j->b + ((n0 + jj) * B->ld + k0) * es;
+        const int64_t ldb = B->ld * es;
+        int64_t k = 0;
+        for (; k + 8 <= kc; k += 8) {
+            __m256 r[8];
+LK_UNROLL(8)
+            for (int u = 0; u < 8; u++) {
+                const char *p = rows + u * ldb + k * es;
+                if ((k & 31) == 0)
+                    __builtin_prefetch(p + GEMM_PF_BYTES);
+                r[u] = lk_x86_load8(p, es, f16);
+            }
+            lk_x86_transpose8(r);
+LK_UNROLL(8)
+            for (int u = 0; u < 8; u++)
+                _mm256_storeu_ps(dst + (k + u) * GEMM_NR + jj, r[u]);
+        }
+        for (; k < kc; k++)
+            for (int u = 0; u < 8; u++)
+                dst[k * GEMM_NR + jj + u] = ld1(j->b, B->dtype, (n0 + jj + u) * B->ld + k0 + k);
+    }
+    for (; jj < GEMM_NR; jj++) {
+        if (jj >= nr) {
+            for (int64_t k = 0; k < kc; k++)
+                dst[k * GEMM_NR + jj] = 0.0f;
+            continue;
+        }
+        const int64_t s = (n0 + jj) * B->ld + k0;
+        for (int64_t k = 0; k < kc; k++)
+            dst[k * GEMM_NR + jj] = ld1(j->b, B->dtype, s + k);
+    }
+}
+
+/* B columns n0 .. n0 + nr (nr <= NR), k0 .. k0 + kc -> dst[k * NR + jj],
+ * columns past nr zero. */
+static void pack_b(const gemm_job *j, int64_t n0, int nr, int64_t k0, int64_t kc, float *dst)
+{
+    const lk_tensor *B = &j->g->b;
+    const lk_dtype dt = B->dtype;
+    if (j->g->tb == LK_NO_TRANS) { /* K x N: row k contiguous in n */
+        for (int64_t k = 0; k < kc; k++) {
+            const int64_t s = (k0 + k) * B->ld + n0;
+            float *d = dst + k * GEMM_NR;
+            if (nr == GEMM_NR) {
+                for (int v = 0; v < GEMM_NV; v++)
+                    vf_store(d + v * VW, ld_dt(j->b, dt, s + v * VW));
+            } else {
+                widen_span(j->b, dt, s, nr, d);
+                memset(d + nr, 0, (size_t)(GEMM_NR - nr) * sizeof *d);
+            }
+        }
+        return;
+    }
+    /* N x K: row n contiguous in k; 8 x 8 blocks transposed in registers */
+    switch (dt) {
+    case LK_BF16:
+        pack_bt(j, n0, nr, k0, kc, dst, 2, 0);
+        break;
+    case LK_F16:
+        pack_bt(j, n0, nr, k0, kc, dst, 2, 1);
+        break;
+    default:
+        pack_bt(j, n0, nr, k0, kc, dst, 4, 0);
+        break;
+    }
+}
+
+/* ---- the epilogue: bias, C's old value, one rounding (section 4) ---- */
+
+/* Rows mi .. mi + mr, columns ni .. ni + nr of C from the totals t. */
+static void epilogue(const gemm_job *j, const float *t, int64_t ldt, int64_t mi, int64_t ni,
+                     int mr, int nr)
+{
+    const lk_gemm_args *g = j->g;
+    const int acc = (g->flags & LK_GEMM_ACCUMULATE) != 0;
+    const lk_dtype cdt = g->c.dtype, bdt = g->bias.dtype;
+    for (int i = 0; i < mr; i++) {
+        const float *ti = t + i * ldt;
+        const int64_t ci = (mi + i) * g->c.ld + ni;
+        int c = 0;
+        for (; c + VW <= nr; c += VW) {
+            vf v = vf_load(ti + c);
+            if (j->bias)
+                v = vf_add(v, ld_dt(j->bias, bdt, ni + c));
+            if (acc)
+                v = vf_add(v, ld_dt(j->c, cdt, ci + c));
+            st_dt(j->c, cdt, ci + c, v);
+        }
+        if (c < nr) {
+            const int r = nr - c;
+            vf v = vf_load_part(ti + c, r, vf_zero());
+            if (j->bias)
+                v = vf_add(v, ld_dt_part(j->bias, bdt, ni + c, r, vf_zero()));
+            if (acc)
+                v = vf_add(v, ld_dt_part(j->c, cdt, ci + c, r, vf_zero()));
+            st_dt_part(j->c, cdt, ci + c, r, v);
+        }
+    }
+}
+
+/* One micro-tile of a k-panel: totals at (mi, ni), epilogue after the last
+ * panel.  Edge tiles go through a full-size copy of their totals. */
+static void tile(const gemm_job *j, const float *ap, const float *bp, int64_t mi, int64_t ni,
+                 int mr, int nr, int64_t kc, int first, int last, int64_t jc)
+{
+    float *t;
+    int64_t ldt;
+    if (j->ws) {
+        ldt = j->nc;
+        t = j->ws + mi * ldt + (ni - jc);
+    } else {
+        ldt = j->g->c.ld;
+        t = (float *)(void *)j->c + mi * ldt + ni;
+    }
+    if (nr == GEMM_NR) {
+        ukernel_mr(mr, kc, ap, bp, GEMM_NR, t, ldt, first);
+    } else {
+        float tl[GEMM_MR * GEMM_NR];
+        if (!first)
+            for (int i = 0; i < mr; i++)
+                memcpy(tl + i * GEMM_NR, t + i * ldt, (size_t)nr * sizeof *t);
+        ukernel_mr(mr, kc, ap, bp, GEMM_NR, tl, GEMM_NR, first);
+        for (int i = 0; i < mr; i++)
+            memcpy(t + i * ldt, tl + i * GEMM_NR, (size_t)nr * sizeof *t);
+    }
+    if (last)
+        epilogue(j, t, ldt, mi, ni, mr, nr);
+}
+
+/* ---- the blocked path ---- */
+
+static void gemm_body(void *p, int tid, int nt)
+{
+    const gemm_job *j = (const gemm_job *)p;
+    float *ap = j->ap + (int64_t)tid * GEMM_MC * GEMM_KC;
+    const int64_t nic = (j->m + GEMM_MC - 1) / GEMM_MC;
+    const int64_t nsplit = (nt + nic - 1) / nic; /* column parts per row block */
+    for (int64_t jc = 0; jc < j->n; jc += j->nc) {
+        const int64_t ncur = j->n - jc < j->nc ? j->n - jc : j->nc;
+        const int64_t npan = (ncur + GEMM_NR - 1) / GEMM_NR;
+        for (int64_t pc = 0; pc < j->k; pc += GEMM_KC) {
+            const int64_t kc = j->k - pc < GEMM_KC ? j->k - pc : GEMM_KC;
+            const int first = pc == 0, last = pc + kc >= j->k;
+            int64_t b0, b1;
+            lk_cpu_part(npan, tid, nt, &b0, &b1);
+            for (int64_t q = b0; q < b1; q++) {
+                int64_t n0 = jc + q * GEMM_NR;
+                int nr = (int)(j->n - n0 < GEMM_NR ? j->n - n0 : GEMM_NR);
+                pack_b(j, n0, nr, pc, kc, j->bp + q * kc * GEMM_NR);
+            }
+            lk_cpu_barrier();
+            int64_t i0, i1, packed = -1;
+            lk_cpu_part(nic * nsplit, tid, nt, &i0, &i1);
+            for (int64_t it = i0; it < i1; it++) {
+                const int64_t blk = it / nsplit, ic = blk * GEMM_MC;
+                const int64_t mc = j->m - ic < GEMM_MC ? j->m - ic : GEMM_MC;
+                if (blk != packed) {
+                    for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
+                        int mr = (int)(mc - ir < GEMM_MR ? mc - ir : GEMM_MR);
+                        pack_a(j, ic + ir, mr, pc, kc, ap + ir * kc);
+                    }
+                    packed = blk;
+                }
+                int64_t q0, q1;
+                lk_cpu_part(npan, (int)(it % nsplit), (int)nsplit, &q0, &q1);
+                for (int64_t q = q0; q < q1; q++) {
+                    const int64_t n0 = jc + q * GEMM_NR;
+                    const int nr = (int)(j->n - n0 < GEMM_NR ? j->n - n0 : GEMM_NR);
+                    for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
+                        const int mr = (int)(mc - ir < GEMM_MR ? mc - ir : GEMM_MR);
+                        tile(j, ap + ir * kc, j->bp + q * kc * GEMM_NR, ic + ir, n0, mr, nr,
+                             kc, first, last, jc);
+                    }
+                }
+            }
+            lk_cpu_barrier();
+        }
+    }
+}
+
+/* ---- the GEMV path (M <= GEMM_MR) ---- */
+
+/* Each thread takes whole column panels.  f32 B that is K x N is read in
+ * place; any other B is packed one panel at a time for the whole of K, so
+ * that the packing reads 8 rows of a transposed B (N x K weights) from end
+ * to end: long streams the hardware prefetcher follows, where KB-sized
+ * pieces of 32 rows would be too short for it. */
+static void gemv_body(void *p, int tid, int nt)
+{
+    const gemm_job *j = (const gemm_job *)p;
+    const lk_tensor *B = &j->g->b;
+    const int mr = (int)j->m;
+    const int direct = B->dtype == LK_F32 && j->g->tb == LK_NO_TRANS;
+    float *bbuf = j->bbuf + (int64_t)tid * j->k * GEMM_NR;
+    const int64_t npan = (j->n + GEMM_NR - 1) / GEMM_NR;
+    int64_t q0, q1;
+    lk_cpu_part(npan, tid, nt, &q0, &q1);
+    for (int64_t q = q0; q < q1; q++) {
+        const int64_t n0 = q * GEMM_NR;
+        const int nr = (int)(j->n - n0 < GEMM_NR ? j->n - n0 : GEMM_NR);
+        float t[GEMM_MR * GEMM_NR];
+        if (direct && nr == GEMM_NR) {
+            ukernel_mr(mr, j->k, j->ap, (const float *)(const void *)j->b + n0, B->ld, t,
+                       GEMM_NR, 1);
+        } else {
+            pack_b(j, n0, nr, 0, j->k, bbuf);
+            ukernel_mr(mr, j->k, j->ap, bbuf, GEMM_NR, t, GEMM_NR, 1);
+        }
+        epilogue(j, t, GEMM_NR, 0, n0, mr, nr);
+    }
+}
+
+LK_CPU_DEFINE(gemm, lk_gemm_args)
+{
+    lk_cpu_queue *q = (lk_cpu_queue *)queue;
+    const lk_gemm_args *g = args;
+    if (g->m == 0 || g->n == 0)
+        return LK_OK;
+    if (g->k == 0) /* +0 (+ bias) (+ C): nothing to multiply */
+        return lk_ref_gemm(g);
+
+    gemm_job j;
+    memset(&j, 0, sizeof j);
+    j.g = g;
+    j.m = g->m;
+    j.n = g->n;
+    j.k = g->k;
+    const double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k;
+    const int gemv = g->m <= GEMM_MR;
+    const int64_t npan = (g->n + GEMM_NR - 1) / GEMM_NR;
+    int nt;
+    size_t floats, ws = 0;
+    if (gemv) {
+        nt = lk_cpu_threads_for(q, flops, npan);
+        floats = (size_t)(g->m * g->k) + (size_t)nt * (size_t)g->k * GEMM_NR;
+    } else {
+        const int c_holds = g->c.dtype == LK_F32 && !(g->flags & LK_GEMM_ACCUMULATE);
+        j.nc = GEMM_NC;
+        if (!c_holds) {
+            int64_t w = GEMM_WS_FLOATS / g->m / GEMM_NR * GEMM_NR;
+            j.nc = w < GEMM_NR ? GEMM_NR : w < GEMM_NC ? w : GEMM_NC;
+        }
+        if (j.nc > npan * GEMM_NR)
+            j.nc = npan * GEMM_NR;
+        nt = lk_cpu_threads_for(q, flops, npan * ((g->m + GEMM_MC - 1) / GEMM_MC));
+        ws = c_holds ? 0 : (size_t)g->m * (size_t)j.nc;
+        floats = (size_t)GEMM_KC * (size_t)j.nc + (size_t)nt * GEMM_MC * GEMM_KC + ws;
+    }
+    float *mem = (float *)lk_cpu_scratch(q, floats * sizeof(float), "lk_gemm");
+    if (mem == NULL)
+        return LK_ERR_OUT_OF_MEMORY;
+
+    for (int64_t b = 0; b < g->batch; b++) {
+        j.a = (const char *)g->a.data + b * g->a.batch_stride * dt_size(g->a.dtype);
+        j.b = (const char *)g->b.data + b * g->b.batch_stride * dt_size(g->b.dtype);
+        j.c = (char *)g->c.data + b * g->c.batch_stride * dt_size(g->c.dtype);
+        j.bias = g->bias.data == NULL ? NULL
+                 : (const char *)g->bias.data + b * g->bias.batch_stride * dt_size(g->bias.dtype);
+        if (gemv) {
+            j.ap = mem;
+            j.bbuf = mem + g->m * g->k;
+            pack_a(&j, 0, (int)g->m, 0, g->k, j.ap);
+            lk_cpu_team(nt, gemv_body, &j);
+        } else {
+            j.bp = mem;
+            j.ap = mem + GEMM_KC * j.nc;
+            j.ws = ws ? j.ap + (int64_t)nt * GEMM_MC * GEMM_KC : NULL;
+            lk_cpu_team(nt, gemm_body, &j);
+        }
+    }
+    return LK_OK;
+}

@@ -1,0 +1,119 @@
+/* Lockstep CPU kernels: the lane sum of docs/numerics.md section 5 on
+ * vectors (the scalar original is backends/ref/lanes.c).
+ *
+ * The 64 lanes are LK_LANES / VW registers: lane l is lane l % VW of
+ * register l / VW, so term i of a chunk lands in lane i mod 64 by loading
+ * 64 consecutive terms into the registers in order.  Every lane starts at
+ * -0; a lane past the end of a chunk is left alone (a masked update).  The
+ * butterfly's steps s >= VW add whole registers, the rest is vf_butterfly.
+ * A row longer than LK_CHUNK is the same sum over the row of chunk
+ * partials, recursively; the partials of level 1 are independent, which is
+ * what lets a long row be split across threads at chunk boundaries. */
+#ifndef LK_CPU_KERNELS_LANES_H
+#define LK_CPU_KERNELS_LANES_H
+
+#define LANES_NV (LK_LANES / VW) /* registers */
+
+/* The term a lane takes (numerics.md sections 5 and 6). */
+enum lane_kind {
+    LANE_SUM = 0,   /* lane + x_i */
+    LANE_SQ = 1,    /* fma(x_i, x_i, lane) */
+    LANE_DEV_SQ = 2, /* d = x_i - m; fma(d, d, lane) */
+    LANE_ABS = 3     /* lane + |x_i| */
+};
+
+LK_INLINE vf lane_term(const int kind, vf lane, vf x, vf m)
+{
+    if (kind == LANE_SUM)
+        return vf_add(lane, x);
+    if (kind == LANE_ABS)
+        return vf_add(lane, vf_and(x, vf_bits(0x7fffffffu)));
+    if (kind == LANE_DEV_SQ)
+        x = vf_sub(x, m);
+    return vf_fma(x, x, lane);
+}
+
+/* One chunk, 1 <= n <= LK_CHUNK terms. */
+LK_INLINE float lane_chunk(const int kind, const float *x, int64_t n, float mean)
+{
+    const vf m = vf_set1(mean);
+    vf acc[LANES_NV];
+    for (int a = 0; a < LANES_NV; a++)
+        acc[a] = vf_bits(0x80000000u); /* -0 */
+    int64_t i = 0;
+    for (; i + LK_LANES <= n; i += LK_LANES)
+        for (int a = 0; a < LANES_NV; a++)
+            acc[a] = lane_term(kind, acc[a], vf_load(x + i + a * VW), m);
+    for (int a = 0; a < LANES_NV && i + a * VW < n; a++) {
+        int64_t left = n - i - a * VW;
+        if (left >= VW) {
+            acc[a] = lane_term(kind, acc[a], vf_load(x + i + a * VW), m);
+        } else {
+            vf t = lane_term(kind, acc[a], vf_load_part(x + i + a * VW, (int)left, m), m);
+            acc[a] = vf_select(vm_first((int)left), t, acc[a]);
+        }
+    }
+    for (int s = LANES_NV / 2; s >= 1; s /= 2)
+        for (int a = 0; a < s; a++)
+            acc[a] = vf_add(acc[a], acc[a + s]);
+    return vf_butterfly(acc[0]);
+}
+
+static float lane_chunk_any(int kind, const float *x, int64_t n, float mean)
+{
+    switch (kind) {
+    case LANE_SQ:
+        return lane_chunk(LANE_SQ, x, n, mean);
+    case LANE_DEV_SQ:
+        return lane_chunk(LANE_DEV_SQ, x, n, mean);
+    case LANE_ABS:
+        return lane_chunk(LANE_ABS, x, n, mean);
+    default:
+        return lane_chunk(LANE_SUM, x, n, mean);
+    }
+}
+
+/* Level-1 partials first .. last - 1 of a row of n terms into out. */
+static inline void lane_partials(int kind, const float *x, int64_t n, float mean,
+                                 int64_t first, int64_t last, float *out)
+{
+    for (int64_t c = first; c < last; c++) {
+        int64_t lo = c * LK_CHUNK;
+        out[c - first] = lane_chunk_any(kind, x + lo, n - lo < LK_CHUNK ? n - lo : LK_CHUNK, mean);
+    }
+}
+
+/* Partial i of level `level` (>= 1) of the tree over x; cnt[l] is the
+ * number of terms at level l (cnt[0] = n). */
+static float lane_node(int kind, const float *x, float mean, const int64_t *cnt, int level,
+                       int64_t i)
+{
+    const int64_t lo = i * LK_CHUNK;
+    const int64_t c = cnt[level - 1] - lo < LK_CHUNK ? cnt[level - 1] - lo : LK_CHUNK;
+    if (level == 1)
+        return lane_chunk_any(kind, x + lo, c, mean);
+    float buf[LK_CHUNK];
+    for (int64_t j = 0; j < c; j++)
+        buf[j] = lane_node(kind, x, mean, cnt, level - 1, lo + j);
+    return lane_chunk(LANE_SUM, buf, c, 0.0f);
+}
+
+/* The lane sum of a row of n >= 1 terms. */
+static inline float lane_sum(int kind, const float *x, int64_t n, float mean)
+{
+    if (n <= LK_CHUNK)
+        return lane_chunk_any(kind, x, n, mean);
+    int64_t cnt[8];
+    int top = 0;
+    cnt[0] = n;
+    while (cnt[top] > LK_CHUNK) {
+        cnt[top + 1] = (cnt[top] + LK_CHUNK - 1) / LK_CHUNK;
+        top++;
+    }
+    float buf[LK_CHUNK];
+    for (int64_t j = 0; j < cnt[top]; j++)
+        buf[j] = lane_node(kind, x, mean, cnt, top, j);
+    return lane_chunk(LANE_SUM, buf, cnt[top], 0.0f);
+}
+
+#endif

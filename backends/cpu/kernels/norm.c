@@ -1,0 +1,108 @@
+/* Lockstep CPU kernels: RMSNorm and LayerNorm (docs/numerics.md section
+ * 6), the reference's backends/ref/norm.c on vectors.  Threads take whole
+ * rows; the weight and bias rows are widened once for all of them. */
+#include <math.h>
+
+#include "backends/cpu/kernels/elem.h"
+#include "backends/cpu/kernels/lanes.h"
+#include "backends/cpu/threads.h"
+
+typedef struct norm_job {
+    const lk_norm_args *a;
+    int layer;           /* LayerNorm (else RMSNorm) */
+    const float *w, *b;  /* f32 weight and bias rows, NULL when absent */
+    float *buf;          /* per thread: the widened x row (non-f32 x) */
+} norm_job;
+
+/* y = ((x - m) * r) (* w) (+ b), for i in [0, n); rms: m unused. */
+LK_INLINE void norm_apply(const int layer, const int hw, const int hb, const float *x,
+                          const float *w, const float *b, float m, float r, void *y,
+                          lk_dtype dt, int64_t yi, int64_t n)
+{
+    const vf vm_ = vf_set1(m), vr = vf_set1(r);
+    int64_t i = 0;
+    for (; i < n; i += VW) {
+        const int part = n - i < VW ? (int)(n - i) : VW;
+        vf v = part == VW ? vf_load(x + i) : vf_load_part(x + i, part, vf_zero());
+        if (layer)
+            v = vf_sub(v, vm_);
+        v = vf_mul(v, vr);
+        if (hw)
+            v = vf_mul(v, part == VW ? vf_load(w + i) : vf_load_part(w + i, part, vf_zero()));
+        if (hb)
+            v = vf_add(v, part == VW ? vf_load(b + i) : vf_load_part(b + i, part, vf_zero()));
+        if (part == VW)
+            st_dt(y, dt, yi + i, v);
+        else
+            st_dt_part(y, dt, yi + i, part, v);
+    }
+}
+
+static void norm_rows(void *p, int64_t r0, int64_t r1, int tid)
+{
+    const norm_job *j = (const norm_job *)p;
+    const lk_norm_args *a = j->a;
+    const int64_t n = a->x.cols;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = row_f32(&a->x, r, j->buf + tid * n);
+        float m = 0.0f, ss;
+        if (j->layer) {
+            m = lane_sum(LANE_SUM, x, n, 0.0f) / (float)n;
+            ss = lane_sum(LANE_DEV_SQ, x, n, m);
+        } else {
+            ss = lane_sum(LANE_SQ, x, n, 0.0f);
+        }
+        const float rs = 1.0f / sqrtf(ss / (float)n + a->eps);
+        const int64_t yi = r * a->y.ld;
+        /* the weight/bias combinations as separate loops: no test per element */
+        if (j->layer) {
+            if (j->w && j->b)
+                norm_apply(1, 1, 1, x, j->w, j->b, m, rs, a->y.data, a->y.dtype, yi, n);
+            else if (j->w)
+                norm_apply(1, 1, 0, x, j->w, NULL, m, rs, a->y.data, a->y.dtype, yi, n);
+            else if (j->b)
+                norm_apply(1, 0, 1, x, NULL, j->b, m, rs, a->y.data, a->y.dtype, yi, n);
+            else
+                norm_apply(1, 0, 0, x, NULL, NULL, m, rs, a->y.data, a->y.dtype, yi, n);
+        } else if (j->w) {
+            norm_apply(0, 1, 0, x, j->w, NULL, m, rs, a->y.data, a->y.dtype, yi, n);
+        } else {
+            norm_apply(0, 0, 0, x, NULL, NULL, m, rs, a->y.data, a->y.dtype, yi, n);
+        }
+    }
+}
+
+static lk_status norm(lk_cpu_queue *q, const lk_norm_args *a, int layer, const char *who)
+{
+    const int64_t rows = a->x.rows, n = a->x.cols;
+    if (rows == 0 || n == 0)
+        return LK_OK;
+    const int nt = lk_cpu_threads_for(q, 2.0 * (double)rows * (double)n * (double)dt_size(a->x.dtype),
+                                      rows);
+    const int hw = a->weight.data != NULL, hb = layer && a->bias.data != NULL;
+    const int ww = hw && a->weight.dtype != LK_F32, wb = hb && a->bias.dtype != LK_F32;
+    const int64_t per = a->x.dtype == LK_F32 ? 0 : n;
+    float *mem = (float *)lk_cpu_scratch(q, ((size_t)nt * (size_t)per + (size_t)(ww + wb) * (size_t)n) * sizeof(float) + 64, who);
+    if (mem == NULL)
+        return LK_ERR_OUT_OF_MEMORY;
+    norm_job j = {a, layer, NULL, NULL, mem};
+    float *next = mem + (size_t)nt * (size_t)per;
+    if (hw)
+        j.w = row_f32(&a->weight, 0, next);
+    if (ww)
+        next += n;
+    if (hb)
+        j.b = row_f32(&a->bias, 0, next);
+    lk_cpu_for(nt, rows, norm_rows, &j);
+    return LK_OK;
+}
+
+LK_CPU_DEFINE(rmsnorm, lk_norm_args)
+{
+    return norm((lk_cpu_queue *)queue, args, 0, "lk_rmsnorm");
+}
+
+LK_CPU_DEFINE(layernorm, lk_norm_args)
+{
+    return norm((lk_cpu_queue *)queue, args, 1, "lk_layernorm");
+}

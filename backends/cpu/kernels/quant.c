@@ -1,0 +1,146 @@
+/* Lockstep CPU kernels: BitNet b1.58 quantisation (docs/numerics.md
+ * section 8), the reference's backends/ref/quant.c on vectors.
+ *
+ * rne of a value already clamped to the int8 range is vcvtps2dq under the
+ * canonical MXCSR (round to nearest even), after NaN went to 0. */
+#include "backends/cpu/kernels/elem.h"
+#include "backends/cpu/kernels/lanes.h"
+#include "backends/cpu/kernels/t2.h"
+#include "backends/cpu/threads.h"
+
+/* rne(clamp(v, lo, hi)), NaN -> 0, as int32 lanes. */
+LK_INLINE vi quantize_v(vf v, float lo, float hi)
+{
+    v = vf_select(vf_isnan(v), vf_zero(), v);
+    return vf_to_vi(vf_minimum(vf_maximum(v, vf_set1(lo)), vf_set1(hi)));
+}
+
+static int8_t quantize1(float v, float lo, float hi)
+{
+    if (lk_isnan(v))
+        return 0;
+    return (int8_t)lk_rne(lk_minimum(lk_maximum(v, lo), hi));
+}
+
+/* maximum over |x_i| from +0 (any order; NaN wins). */
+static float row_absmax(const float *x, int64_t n)
+{
+    vf a0 = vf_zero(), a1 = vf_zero();
+    int64_t i = 0;
+    for (; i + 2 * VW <= n; i += 2 * VW) {
+        a0 = vf_maximum(a0, vf_abs(vf_load(x + i)));
+        a1 = vf_maximum(a1, vf_abs(vf_load(x + i + VW)));
+    }
+    for (; i < n; i += VW) {
+        int part = n - i < VW ? (int)(n - i) : VW;
+        a0 = vf_maximum(a0, vf_abs(vf_load_part(x + i, part, vf_zero())));
+    }
+    float l[VW];
+    vf_store(l, vf_maximum(a0, a1));
+    float v = l[0];
+    for (int j = 1; j < VW; j++)
+        v = lk_maximum(v, l[j]);
+    return v;
+}
+
+/* q[i] = quantize(x[i] * s) (div 0) or quantize(x[i] / s) (div 1). */
+static void quantize_row(const float *x, int64_t n, float s, int div, float lo, float hi,
+                         int8_t *q)
+{
+    const vf vs = vf_set1(s);
+    int64_t i = 0;
+    for (; i + VW <= n; i += VW) {
+        vf v = vf_load(x + i);
+        v = div ? vf_div(v, vs) : vf_mul(v, vs);
+        vi_store_u8(q + i, quantize_v(v, lo, hi));
+    }
+    for (; i < n; i++)
+        q[i] = quantize1(div ? x[i] / s : x[i] * s, lo, hi);
+}
+
+typedef struct quant_job {
+    const lk_quant_args *a;
+    float *buf;    /* per thread: a widened row */
+    int8_t *tbuf;  /* per thread: a row of ternary values */
+    float *rs;     /* quantize_ternary: per-row sums of |w| */
+    float m;
+} quant_job;
+
+static void act_rows(void *p, int64_t r0, int64_t r1, int tid)
+{
+    const quant_job *j = (const quant_job *)p;
+    const lk_quant_args *a = j->a;
+    const int64_t n = a->x.cols;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = row_f32(&a->x, r, j->buf + tid * n);
+        float d = lk_maximum(row_absmax(x, n), LK_QUANT_EPS);
+        float s = 127.0f / d;
+        quantize_row(x, n, s, 0, -128.0f, 127.0f, (int8_t *)a->q.data + r * a->q.ld);
+        st1(a->scale.data, a->scale.dtype, r * a->scale.ld, s);
+    }
+}
+
+LK_CPU_DEFINE(quantize_act, lk_quant_args)
+{
+    lk_cpu_queue *q = (lk_cpu_queue *)queue;
+    const lk_quant_args *a = args;
+    const int64_t rows = a->x.rows, n = a->x.cols;
+    if (rows == 0) /* n == 0 still stores each row's scale, 127 / 1e-5 */
+        return LK_OK;
+    const int nt = lk_cpu_threads_for(q, 2.0 * (double)rows * (double)n * 4.0, rows);
+    quant_job j = {a, NULL, NULL, NULL, 0.0f};
+    if (a->x.dtype != LK_F32) {
+        j.buf = (float *)lk_cpu_scratch(q, (size_t)nt * (size_t)n * sizeof(float), "lk_quantize_act");
+        if (j.buf == NULL)
+            return LK_ERR_OUT_OF_MEMORY;
+    }
+    lk_cpu_for(nt, rows, act_rows, &j);
+    return LK_OK;
+}
+
+static void absmean_rows(void *p, int64_t r0, int64_t r1, int tid)
+{
+    const quant_job *j = (const quant_job *)p;
+    const lk_tensor *w = &j->a->x;
+    for (int64_t r = r0; r < r1; r++)
+        j->rs[r] = lane_sum(LANE_ABS, row_f32(w, r, j->buf + tid * w->cols), w->cols, 0.0f);
+}
+
+static void ternarise_rows(void *p, int64_t r0, int64_t r1, int tid)
+{
+    const quant_job *j = (const quant_job *)p;
+    const lk_tensor *w = &j->a->x;
+    int8_t *t = j->tbuf + tid * w->cols;
+    for (int64_t r = r0; r < r1; r++) {
+        quantize_row(row_f32(w, r, j->buf + tid * w->cols), w->cols, j->m, 1, -1.0f, 1.0f, t);
+        t2_pack_row(t, w->cols, lk_t2_row(&j->a->q, r));
+    }
+}
+
+/* rs_r = lane sum of |w[r, :]|, total = lane sum of the rs, then every
+ * row ternarised by the one m: three passes, the middle one on one thread. */
+LK_CPU_DEFINE(quantize_ternary, lk_quant_args)
+{
+    lk_cpu_queue *q = (lk_cpu_queue *)queue;
+    const lk_quant_args *a = args;
+    const int64_t n = a->x.rows, k = a->x.cols;
+    if (n == 0 || k == 0)
+        return LK_OK;
+    const int nt = lk_cpu_threads_for(q, 4.0 * (double)n * (double)k * 4.0, n);
+    const size_t per = a->x.dtype == LK_F32 ? 0 : (size_t)k;
+    char *mem = (char *)lk_cpu_scratch(q, (size_t)n * sizeof(float) +
+                                              (size_t)nt * (per * sizeof(float) + (size_t)k) + 64,
+                                       "lk_quantize_ternary");
+    if (mem == NULL)
+        return LK_ERR_OUT_OF_MEMORY;
+    quant_job j = {a, NULL, NULL, (float *)(void *)mem, 0.0f};
+    j.buf = j.rs + n;
+    j.tbuf = (int8_t *)(j.buf + (size_t)nt * per);
+    lk_cpu_for(nt, n, absmean_rows, &j);
+    float total = lane_sum(LANE_SUM, j.rs, n, 0.0f);
+    float mean = total / (float)(n * k);
+    j.m = lk_maximum(mean, LK_QUANT_EPS);
+    lk_cpu_for(nt, n, ternarise_rows, &j);
+    st1(a->scale.data, a->scale.dtype, 0, j.m);
+    return LK_OK;
+}

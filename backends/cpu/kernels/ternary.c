@@ -1,0 +1,335 @@
+/* Lockstep CPU kernels: the LK_T2 format (docs/formats.md) and the
+ * ternary GEMM (docs/numerics.md section 9).
+ *
+ * The GEMM reads the canonical packed format as it is: one vector of
+ * packed bytes holds 4 * TQ_VB codes, and (bytes >> 2j) & 3 gives the
+ * codes of k = 4i + j, i < TQ_VB, as unsigned bytes.  x is rearranged once
+ * per call to match (a group of TQ_G values becomes four vectors, value
+ * 4i + j in vector j, byte i), zero past K, and summed: with codes 0..3,
+ *     acc = sum x_k * (code_k - 1) = sum x_k * code_k - sum x_k.
+ * The unsigned-by-signed byte products are what vpdpbusd (VNNI) and
+ * vpmaddubsw (AVX2) multiply; the AVX2 bound that keeps vpmaddubsw from
+ * saturating is in avx2/vec.h.  Every intermediate is an int32 that wraps
+ * modulo 2^32 (vector adds never trap or saturate): the final value is
+ * exact because the true acc lies in the int32 range (the core enforces
+ * K <= LK_TERNARY_MAX_K), even where sum x_k * code_k alone would not. */
+#include "backends/cpu/kernels/elem.h"
+#include "backends/cpu/kernels/qgemm.h"
+#include "backends/cpu/kernels/t2.h"
+#include "core/error.h"
+
+#define TQ_VB (4 * VW)   /* bytes per vector */
+#define TQ_G (4 * TQ_VB) /* codes per vector of packed bytes */
+
+/* ---- pack and unpack ---- */
+
+typedef struct t2_job {
+    const lk_pack_args *p;
+    int bad; /* some value is not -1, 0 or 1 (written by any thread) */
+} t2_job;
+
+static void t2_check_rows(void *v, int64_t r0, int64_t r1, int tid)
+{
+    t2_job *j = (t2_job *)v;
+    const lk_tensor *w = &j->p->src;
+    const vi one = vi_set1_8(1);
+    (void)tid;
+    for (int64_t r = r0; r < r1 && !j->bad; r++) {
+        const int8_t *s = (const int8_t *)w->data + r * w->ld;
+        int64_t c = 0;
+        for (; c + TQ_VB <= w->cols; c += TQ_VB) /* v + 1 in 0..2 as unsigned bytes */
+            if (!vi_bytes_le(vi_add8(vi_load(s + c), one), 2))
+                break;
+        for (; c < w->cols; c++)
+            if (s[c] < -1 || s[c] > 1) {
+                __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
+                break;
+            }
+    }
+}
+
+static void t2_pack_rows(void *v, int64_t r0, int64_t r1, int tid)
+{
+    const lk_pack_args *p = ((const t2_job *)v)->p;
+    (void)tid;
+    for (int64_t r = r0; r < r1; r++)
+        t2_pack_row((const int8_t *)p->src.data + r * p->src.ld, p->src.cols,
+                    lk_t2_row(&p->dst, r));
+}
+
+LK_CPU_DEFINE(ternary_pack, lk_pack_args)
+{
+    lk_cpu_queue *q = (lk_cpu_queue *)queue;
+    const lk_tensor *w = &args->src;
+    t2_job j = {args, 0};
+    const int nt = lk_cpu_threads_for(q, (double)w->rows * (double)w->cols, w->rows);
+    /* every value is checked before the first byte is written */
+    lk_cpu_for(nt, w->rows, t2_check_rows, &j);
+    if (j.bad)
+        for (int64_t r = 0; r < w->rows; r++)
+            for (int64_t c = 0; c < w->cols; c++) {
+                int v = ((const int8_t *)w->data)[r * w->ld + c];
+                if (v < -1 || v > 1)
+                    return lk_error(LK_ERR_INVALID_VALUE,
+                                    "lk_ternary_pack: w[%lld, %lld] = %d is not -1, 0 or 1",
+                                    (long long)r, (long long)c, v);
+            }
+    lk_cpu_for(nt, w->rows, t2_pack_rows, &j);
+    return LK_OK;
+}
+
+static void t2_unpack_rows(void *v, int64_t r0, int64_t r1, int tid)
+{
+    const lk_pack_args *p = (const lk_pack_args *)v;
+    (void)tid;
+    for (int64_t r = r0; r < r1; r++)
+        t2_unpack_row(lk_t2_row(&p->src, r), p->src.cols,
+                      (int8_t *)p->dst.data + r * p->dst.ld);
+}
+
+LK_CPU_DEFINE(ternary_unpack, lk_pack_args)
+{
+    lk_cpu_queue *q = (lk_cpu_queue *)queue;
+    const lk_tensor *w = &args->src;
+    lk_cpu_for(lk_cpu_threads_for(q, (double)w->rows * (double)w->cols, w->rows), w->rows,
+               t2_unpack_rows, (void *)args);
+    return LK_OK;
+}
+
+/* ---- the GEMM ---- */
+
+typedef struct tq_ctx {
+    const int8_t *xp;    /* M x kp, x rearranged by groups, zero past K */
+    const int32_t *xsum; /* sum_k x[m, k] */
+    int64_t kp;          /* K rounded up to TQ_G */
+    int64_t groups;      /* kp / TQ_G */
+    int64_t full;        /* groups whose packed bytes lie inside every row */
+    int64_t rowbytes;    /* ceil(K / 4) */
+} tq_ctx;
+
+/* A GEMM tile reads QG_NT weight rows in short interleaved runs, too short
+ * for the hardware prefetchers to catch on the first pass: ask for what
+ * comes this far ahead. */
+#define TQ_PREFETCH 2048
+
+/* The four code vectors of one vector of packed bytes. */
+#define TQ_DECODE(b, c0, c1, c2, c3)                                           \
+    const vi c0 = vi_and(b, three), c1 = vi_and(vi_srli16(b, 2), three);       \
+    const vi c2 = vi_and(vi_srli16(b, 4), three), c3 = vi_and(vi_srli16(b, 6), three)
+
+/* One group of a GEMM tile (mt x nt): the packed bytes of weight row n are
+ * at w[n]; the rearranged x of tile row m at x + m * kp. */
+LK_INLINE void tq_group(const int mt, const int nt, vi acc[QG_MT][QG_NT],
+                        const uint8_t *const *w, const int8_t *x, int64_t kp, int prefetch)
+{
+    const vi three = vi_set1_8(3);
+LK_UNROLL(4)
+    for (int n = 0; n < nt; n++) {
+        if (prefetch)
+            __builtin_prefetch(w[n] + TQ_PREFETCH);
+        const vi b = vi_load(w[n]);
+        TQ_DECODE(b, c0, c1, c2, c3);
+LK_UNROLL(4)
+        for (int m = 0; m < mt; m++) {
+            const int8_t *xm = x + m * kp;
+            vi_dot4_codes(&acc[m][n], &acc[m][n], c0, vi_load(xm), c1, vi_load(xm + TQ_VB), c2,
+                          vi_load(xm + 2 * TQ_VB), c3, vi_load(xm + 3 * TQ_VB));
+        }
+    }
+}
+
+/* One group of one row into two accumulators. */
+LK_INLINE void tq_group1(vi *a0, vi *a1, const uint8_t *w, const int8_t *x)
+{
+    const vi three = vi_set1_8(3);
+    const vi b = vi_load(w);
+    TQ_DECODE(b, c0, c1, c2, c3);
+    vi_dot4_codes(a0, a1, c0, vi_load(x), c1, vi_load(x + TQ_VB), c2, vi_load(x + 2 * TQ_VB), c3,
+                  vi_load(x + 3 * TQ_VB));
+}
+
+#if LK_VEC_VNNI
+/* Below this K the GEMV masks the codes in place instead of shifting them
+ * down: slot j of a byte is then 4^j * code, at most 192, still an
+ * unsigned byte for vpdpbusd, and the slot's sum 4^j * sum code * x is at
+ * most 64 * 3 * 128 * K / 4 < 2^31 in every lane, so one arithmetic shift
+ * per slot at the end divides it back exactly.  One shift per slot per row
+ * instead of one per vector. */
+#define TQ_SCALED_MAX_K (1 << 18)
+
+LK_INLINE void tq_group1s(vi s[4], const uint8_t *w, const int8_t *x)
+{
+    const vi b = vi_load(w);
+    s[0] = vi_dot_u8s8(s[0], vi_and(b, vi_set1_8(0x03)), vi_load(x));
+    s[1] = vi_dot_u8s8(s[1], vi_and(b, vi_set1_8(0x0c)), vi_load(x + TQ_VB));
+    s[2] = vi_dot_u8s8(s[2], vi_and(b, vi_set1_8(0x30)), vi_load(x + 2 * TQ_VB));
+    s[3] = vi_dot_u8s8(s[3], vi_and(b, vi_set1_8((int8_t)0xc0)), vi_load(x + 3 * TQ_VB));
+}
+
+static int32_t tq_row_scaled(const tq_ctx *c, const uint8_t *w, const int8_t *x, int32_t xsum)
+{
+    vi s[4] = {vi_zero(), vi_zero(), vi_zero(), vi_zero()};
+    vi t[4] = {vi_zero(), vi_zero(), vi_zero(), vi_zero()};
+    int64_t g = 0;
+    for (; g + 2 <= c->full; g += 2) {
+        tq_group1s(s, w + g * TQ_VB, x + g * TQ_G);
+        tq_group1s(t, w + (g + 1) * TQ_VB, x + (g + 1) * TQ_G);
+    }
+    if (g < c->full) {
+        tq_group1s(s, w + g * TQ_VB, x + g * TQ_G);
+        g++;
+    }
+    if (g < c->groups) { /* the row's last bytes, copied: no read past it */
+        uint8_t tail[TQ_VB];
+        memset(tail, 0, sizeof tail);
+        memcpy(tail, w + g * TQ_VB, (size_t)(c->rowbytes - g * TQ_VB));
+        tq_group1s(t, tail, x + g * TQ_G);
+    }
+    vi a = vi_add(s[0], t[0]);
+    a = vi_add(a, vi_srai(vi_add(s[1], t[1]), 2));
+    a = vi_add(a, vi_srai(vi_add(s[2], t[2]), 4));
+    a = vi_add(a, vi_srai(vi_add(s[3], t[3]), 6));
+    return (int32_t)((uint32_t)vi_hsum(a) - (uint32_t)xsum);
+}
+#endif
+
+/* GEMV: a whole row at a time, in memory order, so that the weights are
+ * one stream the hardware prefetcher follows at full bandwidth; two
+ * groups in flight, two accumulators each, keep the vpdpbusd chains short. */
+static int32_t tq_row(const tq_ctx *c, const uint8_t *w, const int8_t *x, int32_t xsum)
+{
+#if LK_VEC_VNNI
+    if (c->kp <= TQ_SCALED_MAX_K)
+        return tq_row_scaled(c, w, x, xsum);
+#endif
+    vi a0 = vi_zero(), a1 = vi_zero(), a2 = vi_zero(), a3 = vi_zero();
+    int64_t g = 0;
+    for (; g + 2 <= c->full; g += 2) {
+        tq_group1(&a0, &a1, w + g * TQ_VB, x + g * TQ_G);
+        tq_group1(&a2, &a3, w + (g + 1) * TQ_VB, x + (g + 1) * TQ_G);
+    }
+    if (g < c->full) {
+        tq_group1(&a0, &a1, w + g * TQ_VB, x + g * TQ_G);
+        g++;
+    }
+    if (g < c->groups) { /* the row's last bytes, copied: no read past it */
+        uint8_t tail[TQ_VB];
+        memset(tail, 0, sizeof tail);
+        memcpy(tail, w + g * TQ_VB, (size_t)(c->rowbytes - g * TQ_VB));
+        tq_group1(&a2, &a3, tail, x + g * TQ_G);
+    }
+    vi s = vi_add(vi_add(a0, a1), vi_add(a2, a3));
+    return (int32_t)((uint32_t)vi_hsum(s) - (uint32_t)xsum);
+}
+
+LK_INLINE void tq_tile_mn(const int mt, const int nt, const qg_job *j, int64_t m0, int64_t n0,
+                          int32_t *out, int64_t ldo)
+{
+    const tq_ctx *c = (const tq_ctx *)j->ctx;
+    const lk_qgemm_args *q = j->q;
+    const int64_t ldw = q->w.ld / 4;
+    const uint8_t *w0 = (const uint8_t *)q->w.data + n0 * ldw;
+    const int8_t *x = c->xp + m0 * c->kp;
+    if (mt == 1) {
+        for (int n = 0; n < nt; n++)
+            out[n] = tq_row(c, w0 + n * ldw, x, c->xsum[m0]);
+        return;
+    }
+    vi acc[QG_MT][QG_NT];
+    for (int m = 0; m < QG_MT; m++)
+        for (int n = 0; n < QG_NT; n++)
+            acc[m][n] = vi_zero();
+    const uint8_t *w[QG_NT];
+    int64_t g = 0;
+    for (; g < c->full; g++) {
+        for (int n = 0; n < nt; n++)
+            w[n] = w0 + n * ldw + g * TQ_VB;
+        tq_group(mt, nt, acc, w, x + g * TQ_G, c->kp, 1);
+    }
+    if (g < c->groups) { /* the last bytes of each row, copied: no read past it */
+        uint8_t tail[QG_NT][TQ_VB];
+        memset(tail, 0, sizeof tail);
+        for (int n = 0; n < nt; n++) {
+            memcpy(tail[n], w0 + n * ldw + g * TQ_VB, (size_t)(c->rowbytes - g * TQ_VB));
+            w[n] = tail[n];
+        }
+        tq_group(mt, nt, acc, w, x + g * TQ_G, c->kp, 0);
+    }
+    for (int m = 0; m < mt; m++)
+        for (int n = 0; n < nt; n++)
+            out[m * ldo + n] =
+                (int32_t)((uint32_t)vi_hsum(acc[m][n]) - (uint32_t)c->xsum[m0 + m]);
+}
+
+#define TQ_CASE(a, b)                               \
+    case (a) * 8 + (b):                             \
+        tq_tile_mn(a, b, j, m0, n0, out, ldo);      \
+        break;
+
+static void tq_tile(const qg_job *j, int64_t m0, int64_t n0, int mt, int nt, int32_t *out,
+                    int64_t ldo)
+{
+    if (LK_SIMDE_GENERIC) {
+        tq_tile_mn(mt, nt, j, m0, n0, out, ldo);
+        return;
+    }
+    switch (mt * 8 + nt) {
+        TQ_CASE(1, 1) TQ_CASE(2, 1) TQ_CASE(3, 1) TQ_CASE(4, 1)
+        TQ_CASE(1, 2) TQ_CASE(2, 2) TQ_CASE(3, 2) TQ_CASE(4, 2)
+#if QG_NT > 2
+        TQ_CASE(1, 3) TQ_CASE(2, 3) TQ_CASE(3, 3) TQ_CASE(4, 3)
+        TQ_CASE(1, 4) TQ_CASE(2, 4) TQ_CASE(3, 4) TQ_CASE(4, 4)
+#endif
+    default:
+        break;
+    }
+}
+
+/* x rearranged group by group (value 4i + j of a group to vector j, byte
+ * i), and each row's sum. */
+static void tq_prepare_rows(void *p, int64_t m0, int64_t m1, int tid)
+{
+    const qg_job *j = (const qg_job *)p;
+    const tq_ctx *c = (const tq_ctx *)j->ctx;
+    const lk_tensor *xt = &j->q->x;
+    const int64_t k = j->q->k;
+    (void)tid;
+    for (int64_t m = m0; m < m1; m++) {
+        const int8_t *x = (const int8_t *)xt->data + m * xt->ld;
+        int8_t *d = (int8_t *)c->xp + m * c->kp;
+        int32_t s = 0;
+        for (int64_t g = 0; g < c->groups; g++)
+            for (int i = 0; i < TQ_VB; i++)
+                for (int jj = 0; jj < 4; jj++) {
+                    int64_t kk = g * TQ_G + 4 * i + jj;
+                    int8_t v = kk < k ? x[kk] : 0;
+                    d[g * TQ_G + jj * TQ_VB + i] = v;
+                    s += v;
+                }
+        ((int32_t *)c->xsum)[m] = s;
+    }
+}
+
+LK_CPU_DEFINE(ternary_gemm, lk_qgemm_args)
+{
+    lk_cpu_queue *cq = (lk_cpu_queue *)queue;
+    const lk_qgemm_args *q = args;
+    if (q->m == 0 || q->n == 0)
+        return LK_OK;
+    tq_ctx c;
+    c.groups = (q->k + TQ_G - 1) / TQ_G;
+    c.kp = c.groups * TQ_G;
+    c.rowbytes = (q->k + 3) / 4;
+    c.full = c.rowbytes / TQ_VB;
+    char *mem = (char *)lk_cpu_scratch(cq, (size_t)q->m * (size_t)c.kp + (size_t)q->m * 4 + 64,
+                                       "lk_ternary_gemm");
+    if (mem == NULL)
+        return LK_ERR_OUT_OF_MEMORY;
+    c.xsum = (const int32_t *)(void *)mem;
+    c.xp = (const int8_t *)(mem + ((size_t)q->m * 4 + 63) / 64 * 64);
+    qg_job j = {q, tq_tile, c.rowbytes, 0, &c};
+    lk_cpu_for(lk_cpu_threads_for(cq, (double)q->m * (double)c.kp, q->m), q->m,
+               tq_prepare_rows, &j);
+    qg_run(cq, &j);
+    return LK_OK;
+}

@@ -1,0 +1,187 @@
+/* Lockstep CPU kernels: the library's transcendental functions on vectors,
+ * line for line the scalar sequences of backends/transcendental.h
+ * (docs/numerics.md section 7): the same operations in the same order,
+ * every `c ? a : b` a compare and a select with the same NaN behaviour (an
+ * ordered compare is false on NaN, as the scalar `<` is), every integer
+ * step on the same bits.  A change there is a change here. */
+#ifndef LK_CPU_KERNELS_TRANSCENDENTAL_H
+#define LK_CPU_KERNELS_TRANSCENDENTAL_H
+
+#include "backends/transcendental.h"
+
+#define C(x) vf_set1(x)
+
+LK_INLINE vf v_expf(vf x)
+{
+    vf xc = vf_select(vf_lt(x, C(LK_EXP_HI)), x, C(LK_EXP_HI));
+    xc = vf_select(vf_gt(xc, C(LK_EXP_LO)), xc, C(LK_EXP_LO));
+    vf t = vf_fma(xc, C(LK_LOG2E), C(LK_EXP_SHIFT));
+    vf kf = vf_sub(t, C(LK_EXP_SHIFT));
+    vi k = vi_sub(vf_as_vi(t), vi_set1(LK_EXP_SHIFT_BITS));
+    vf rh = vf_fma(kf, C(-LK_LN2_HI), xc);
+    vf d = vf_mul(kf, C(-LK_LN2_LO));
+    vf r = vf_add(rh, d);
+    vf q = vf_fma(C(LK_EXP_Q4), r, C(LK_EXP_Q3));
+    q = vf_fma(q, r, C(LK_EXP_Q2));
+    q = vf_fma(q, r, C(LK_EXP_Q1));
+    q = vf_fma(q, r, C(LK_EXP_Q0));
+    vf r2 = vf_mul(r, r);
+    vf u = vf_fma(r2, q, d);
+    vf a = vf_add(C(1.0f), rh);
+    vf ae = vf_add(vf_sub(C(1.0f), a), rh);
+    vf p = vf_add(a, vf_add(ae, u));
+    /* (k + 150) / 2 with k + 150 >= 0: the arithmetic shift is the division */
+    vi k1 = vi_sub(vi_srai(vi_add(k, vi_set1(150)), 1), vi_set1(75));
+    vi k2 = vi_sub(k, k1);
+    vf s1 = vi_as_vf(vi_slli(vi_add(k1, vi_set1(127)), 23));
+    vf s2 = vi_as_vf(vi_slli(vi_add(k2, vi_set1(127)), 23));
+    vf y = vf_mul(vf_mul(p, s1), s2);
+    return vf_select(vf_isnan(x), x, y);
+}
+
+LK_INLINE vf v_logf(vf x)
+{
+    vi ux = vf_as_vi(x);
+    /* ux < 0x00800000 as unsigned: a non-negative int32 below it */
+    vm sub = vm_and(vi_gt(vi_set1(0x00800000), ux), vi_gt(ux, vi_set1(-1)));
+    vf xs = vf_select(sub, vf_mul(x, C(0x1p23f)), x);
+    vi kadj = vi_select(sub, vi_set1(23), vi_set1(0));
+    vi us = vf_as_vi(xs);
+    vi k = vi_sub(vi_sub(vi_srli(vi_add(us, vi_set1((int32_t)(0x3f800000u - LK_LOG_SQRT_HALF_BITS))), 23),
+                         vi_set1(127)),
+                  kadj);
+    vf m = vi_as_vf(vi_add(vi_and(vi_sub(us, vi_set1((int32_t)LK_LOG_SQRT_HALF_BITS)),
+                                  vi_set1(0x007fffff)),
+                           vi_set1((int32_t)LK_LOG_SQRT_HALF_BITS)));
+    vf f = vf_sub(m, C(1.0f));
+    vf kf = vi_to_vf(k);
+    vf q = vf_fma(C(LK_LOG_Q8), f, C(LK_LOG_Q7));
+    q = vf_fma(q, f, C(LK_LOG_Q6));
+    q = vf_fma(q, f, C(LK_LOG_Q5));
+    q = vf_fma(q, f, C(LK_LOG_Q4));
+    q = vf_fma(q, f, C(LK_LOG_Q3));
+    q = vf_fma(q, f, C(LK_LOG_Q2));
+    q = vf_fma(q, f, C(LK_LOG_Q1));
+    q = vf_fma(q, f, C(LK_LOG_Q0));
+    vf f2 = vf_mul(f, f);
+    vf f2e = vf_fma(f, f, vf_neg(f2));
+    vf lo = vf_fma(f2, q, vf_fma(f2e, q, vf_mul(kf, C(LK_LOG_LN2_LO))));
+    vf P = vf_mul(kf, C(LK_LOG_LN2_HI));
+    vf hi = vf_add(P, f);
+    vf he = vf_add(vf_sub(P, hi), f);
+    vf y = vf_add(hi, vf_add(he, lo));
+    y = vf_select(vf_eq(x, vf_zero()), vf_bits(0xff800000u), y);
+    y = vf_select(vf_lt(x, vf_zero()), vf_bits(LK_NAN_F32_BITS), y);
+    y = vf_select(vf_eq(x, vf_bits(0x7f800000u)), x, y);
+    return vf_select(vf_isnan(x), x, y);
+}
+
+/* The sign of s on v (v's sign bit is clear). */
+LK_INLINE vf v_copysign_or(vf v, vf s)
+{
+    return vf_or(v, vf_and(s, vf_bits(0x80000000u)));
+}
+
+LK_INLINE vf v_tanhf(vf x)
+{
+    vf ax = vf_abs(x);
+    vf z = vf_mul(x, x);
+    vf p = vf_fma(C(LK_TANH_P7), z, C(LK_TANH_P6));
+    p = vf_fma(p, z, C(LK_TANH_P5));
+    p = vf_fma(p, z, C(LK_TANH_P4));
+    p = vf_fma(p, z, C(LK_TANH_P3));
+    p = vf_fma(p, z, C(LK_TANH_P2));
+    p = vf_fma(p, z, C(LK_TANH_P1));
+    p = vf_fma(p, z, C(LK_TANH_P0));
+    vf ys = vf_fma(x, vf_mul(z, p), x);
+    vf e = v_expf(vf_add(ax, ax));
+    vf yl = vf_sub(C(1.0f), vf_div(C(2.0f), vf_add(e, C(1.0f))));
+    yl = v_copysign_or(yl, x);
+    vf y = vf_select(vf_lt(ax, C(LK_TANH_SPLIT)), ys, yl);
+    return vf_select(vf_isnan(x), x, y);
+}
+
+LK_INLINE vf v_erff(vf x)
+{
+    vf ax = vf_abs(x);
+    vf z = vf_mul(x, x);
+    vf p = vf_fma(C(LK_ERF_P6), z, C(LK_ERF_P5));
+    p = vf_fma(p, z, C(LK_ERF_P4));
+    p = vf_fma(p, z, C(LK_ERF_P3));
+    p = vf_fma(p, z, C(LK_ERF_P2));
+    p = vf_fma(p, z, C(LK_ERF_P1));
+    p = vf_fma(p, z, C(LK_ERF_P0));
+    vf ys = vf_fma(x, p, x);
+    vf t = vf_select(vf_lt(ax, C(LK_ERF_TMAX)), ax, C(LK_ERF_TMAX));
+    vf g = vf_fma(C(LK_ERF_G6), t, C(LK_ERF_G5));
+    g = vf_fma(g, t, C(LK_ERF_G4));
+    g = vf_fma(g, t, C(LK_ERF_G3));
+    g = vf_fma(g, t, C(LK_ERF_G2));
+    g = vf_fma(g, t, C(LK_ERF_G1));
+    g = vf_fma(g, t, C(LK_ERF_G0));
+    vf gh = vf_fma(g, t, vf_neg(t));
+    vf ge = vf_fma(g, t, vf_sub(vf_neg(t), gh));
+    vf eh = v_expf(gh);
+    vf e = vf_fma(eh, ge, eh);
+    vf yl = vf_sub(C(1.0f), e);
+    yl = v_copysign_or(yl, x);
+    vf y = vf_select(vf_lt(ax, C(LK_ERF_SPLIT)), ys, yl);
+    return vf_select(vf_isnan(x), x, y);
+}
+
+LK_INLINE vf v_mul_sigmoidf(vf m, vf v)
+{
+    vf e = v_expf(vf_neg(vf_abs(v)));
+    vf n = vf_select(vf_ge(v, vf_zero()), m, vf_mul(m, e));
+    return vf_div(n, vf_add(C(1.0f), e));
+}
+
+LK_INLINE vf v_sigmoidf(vf x)
+{
+    vf y = v_mul_sigmoidf(C(1.0f), x);
+    return vf_select(vf_isnan(x), x, y);
+}
+
+LK_INLINE vf v_siluf(vf x)
+{
+    vf xc = vf_select(vf_gt(x, C(LK_SILU_LO)), x, C(LK_SILU_LO));
+    vf y = v_mul_sigmoidf(xc, xc);
+    return vf_select(vf_isnan(x), x, y);
+}
+
+LK_INLINE vf v_gelu_tanhf(vf x)
+{
+    vf xc = vf_select(vf_gt(x, C(LK_SILU_LO)), x, C(LK_SILU_LO));
+    vf v = vf_mul(xc, vf_fma(C(LK_GELU_K1), vf_mul(xc, xc), C(LK_GELU_K0)));
+    vf y = v_mul_sigmoidf(xc, v);
+    return vf_select(vf_isnan(x), x, y);
+}
+
+LK_INLINE vf v_gelu_erff(vf x)
+{
+    vf ax = vf_abs(x);
+    vf t = vf_select(vf_lt(ax, C(LK_GELU_TMAX)), ax, C(LK_GELU_TMAX));
+    vf r = vf_div(C(1.0f), vf_add(t, C(LK_GELU_C)));
+    vf q = vf_fma(C(-2.0f * LK_GELU_C), r, C(1.0f));
+    vf w = vf_fma(C(LK_GELU_W10), q, C(LK_GELU_W9));
+    w = vf_fma(w, q, C(LK_GELU_W8));
+    w = vf_fma(w, q, C(LK_GELU_W7));
+    w = vf_fma(w, q, C(LK_GELU_W6));
+    w = vf_fma(w, q, C(LK_GELU_W5));
+    w = vf_fma(w, q, C(LK_GELU_W4));
+    w = vf_fma(w, q, C(LK_GELU_W3));
+    w = vf_fma(w, q, C(LK_GELU_W2));
+    w = vf_fma(w, q, C(LK_GELU_W1));
+    w = vf_fma(w, q, C(LK_GELU_W0));
+    vf s = vf_mul(t, t);
+    vf se = vf_fma(t, t, vf_neg(s));
+    vf f = vf_mul(vf_mul(w, r), v_expf(vf_mul(C(-0.5f), s)));
+    vf phi = vf_fma(f, vf_mul(C(-0.5f), se), f);
+    vf nt = vf_neg(t);
+    vf y = vf_select(vf_lt(x, vf_zero()), vf_mul(nt, phi), vf_fma(nt, phi, x));
+    return vf_select(vf_isnan(x), x, y);
+}
+
+#undef C
+
+#endif

@@ -1,0 +1,105 @@
+/* Lockstep CPU kernels: element-wise unary ops and conversions
+ * (docs/numerics.md sections 3 and 7): each element widened exactly, mapped
+ * by the vector form of the library's sequence (transcendental.h), rounded
+ * once at the store.  y may be x itself (same element size and ld): each
+ * vector is read before it is written.  Threads take whole rows. */
+#include "backends/cpu/kernels/elem.h"
+#include "backends/cpu/kernels/transcendental.h"
+#include "backends/cpu/threads.h"
+
+/* relu(x): NaN -> NaN, else x > 0 ? x : +0 */
+LK_INLINE vf v_relu(vf x)
+{
+    return vf_select(vf_isnan(x), x, vf_select(vf_gt(x, vf_zero()), x, vf_zero()));
+}
+
+LK_INLINE vf unary_v(const lk_unary_op op, vf x)
+{
+    switch (op) {
+    case LK_UNARY_RELU:
+        return v_relu(x);
+    case LK_UNARY_RELU2: {
+        vf r = v_relu(x);
+        return vf_mul(r, r);
+    }
+    case LK_UNARY_SIGMOID:
+        return v_sigmoidf(x);
+    case LK_UNARY_SILU:
+        return v_siluf(x);
+    case LK_UNARY_GELU_TANH:
+        return v_gelu_tanhf(x);
+    case LK_UNARY_GELU_ERF:
+        return v_gelu_erff(x);
+    case LK_UNARY_EXP:
+        return v_expf(x);
+    case LK_UNARY_LOG:
+        return v_logf(x);
+    case LK_UNARY_TANH:
+        return v_tanhf(x);
+    case LK_UNARY_ERF:
+        return v_erff(x);
+    default: /* LK_UNARY_COPY: the store converts */
+        return x;
+    }
+}
+
+/* Rows r0 .. r1 - 1 with op fixed at compile time. */
+LK_INLINE void unary_rows_op(const lk_unary_op op, const lk_unary_args *p, int64_t r0,
+                             int64_t r1)
+{
+    const lk_dtype xd = p->x.dtype, yd = p->y.dtype;
+    const int64_t n = p->x.cols;
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t xi = r * p->x.ld, yi = r * p->y.ld;
+        int64_t c = 0;
+        if (xd == LK_F32 && yd == LK_F32) {
+            const float *x = (const float *)p->x.data + xi;
+            float *y = (float *)p->y.data + yi;
+            for (; c + VW <= n; c += VW)
+                vf_store(y + c, vf_canon(unary_v(op, vf_load(x + c))));
+        } else {
+            for (; c + VW <= n; c += VW)
+                st_dt(p->y.data, yd, yi + c, unary_v(op, ld_dt(p->x.data, xd, xi + c)));
+        }
+        if (c < n) {
+            const int left = (int)(n - c);
+            st_dt_part(p->y.data, yd, yi + c, left,
+                       unary_v(op, ld_dt_part(p->x.data, xd, xi + c, left, vf_zero())));
+        }
+    }
+}
+
+#define UN_CASE(op)                          \
+    case op:                                 \
+        unary_rows_op(op, p, r0, r1);        \
+        break;
+
+static void unary_rows(void *v, int64_t r0, int64_t r1, int tid)
+{
+    const lk_unary_args *p = (const lk_unary_args *)v;
+    (void)tid;
+    if (LK_SIMDE_GENERIC) {
+        unary_rows_op(p->op, p, r0, r1);
+        return;
+    }
+    switch (p->op) {
+        UN_CASE(LK_UNARY_RELU) UN_CASE(LK_UNARY_RELU2) UN_CASE(LK_UNARY_SIGMOID)
+        UN_CASE(LK_UNARY_SILU) UN_CASE(LK_UNARY_GELU_TANH) UN_CASE(LK_UNARY_GELU_ERF)
+        UN_CASE(LK_UNARY_EXP) UN_CASE(LK_UNARY_LOG) UN_CASE(LK_UNARY_TANH)
+        UN_CASE(LK_UNARY_ERF)
+    default:
+        unary_rows_op(LK_UNARY_COPY, p, r0, r1);
+        break;
+    }
+}
+
+LK_CPU_DEFINE(unary, lk_unary_args)
+{
+    lk_cpu_queue *q = (lk_cpu_queue *)queue;
+    const int64_t rows = args->x.rows;
+    /* a transcendental costs some 30 operations per element, a copy none */
+    const double per = args->op == LK_UNARY_COPY || args->op <= LK_UNARY_RELU2 ? 8.0 : 64.0;
+    lk_cpu_for(lk_cpu_threads_for(q, per * (double)rows * (double)args->x.cols, rows), rows,
+               unary_rows, (void *)args);
+    return LK_OK;
+}

@@ -1,0 +1,371 @@
+/* Lockstep benchmarks: the cases and how each one is timed.
+ *
+ * Shapes: square f32 GEMM; the linear layers of BitNet b1.58 2B (N x K =
+ * 2560x2560, 640x2560, 6912x2560, 2560x6912) at M = 1, 8, 128, 512 with f32
+ * and bf16 inputs, y = x . W^T (W row-major N x K, as a checkpoint stores
+ * it); ternary GEMV/GEMM at the same shapes, in cache and cold (the
+ * weights rotate through copies four times the last-level cache); norms
+ * and softmax on 32 x 2560 and 4096 x 4096; a sum over 2^26; a conversion.
+ * Lockstep and its peer run alternately, after one warm-up run each. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench/bench_cases.h"
+#include "bench/peers.h"
+
+#define MAX_CASES 96
+
+static lk_bench_case cases[MAX_CASES + 1];
+static char names[MAX_CASES][48];
+static int ncases;
+
+static void add(lk_bench_kind kind, lk_dtype dt, int64_t m, int64_t n, int64_t k, int cold,
+                int quick)
+{
+    lk_bench_case *c = &cases[ncases];
+    char *nm = names[ncases];
+    const char *dn = dt == LK_BF16 ? "bf16" : "f32";
+    int mb = lk_peer_have_openblas();
+    ncases++;
+    memset(c, 0, sizeof *c);
+    c->kind = kind;
+    c->dt = dt;
+    c->m = m;
+    c->n = n;
+    c->k = k;
+    c->cold = cold;
+    c->quick = quick;
+    c->name = nm;
+    switch (kind) {
+    case LK_BK_GEMM:
+        snprintf(nm, 48, "gemm.f32.%lld", (long long)n);
+        c->flops = 2.0 * (double)m * (double)n * (double)k;
+        c->peer_name = mb ? "openblas sgemm" : "-";
+        break;
+    case LK_BK_LINEAR:
+        snprintf(nm, 48, "linear.%s.%lldx%lld.m%lld", dn, (long long)n, (long long)k,
+                 (long long)m);
+        c->flops = 2.0 * (double)m * (double)n * (double)k;
+        c->bytes = (double)n * (double)k * (dt == LK_BF16 ? 2 : 4);
+        c->peer_name = !mb ? "-" : m == 1 ? (dt == LK_F32 ? "openblas sgemv" : "openblas sgemv f32")
+                                          : (dt == LK_F32 ? "openblas sgemm" : "openblas sgemm f32");
+        break;
+    case LK_BK_TERNARY:
+        snprintf(nm, 48, "ternary.%lldx%lld.m%lld%s", (long long)n, (long long)k, (long long)m,
+                 cold ? ".cold" : "");
+        c->flops = m > 1 ? 2.0 * (double)m * (double)n * (double)k : 0.0;
+        c->bytes = (double)n * (double)k / 4.0;
+        c->peer_name = cold ? "read floor (cold)" : "read floor (same bytes)";
+        break;
+    case LK_BK_SUM:
+        snprintf(nm, 48, "sum.f32.%lld", (long long)n);
+        c->bytes = 4.0 * (double)n;
+        c->peer_name = "read loop";
+        break;
+    default: {
+        const char *op = kind == LK_BK_RMSNORM ? "rmsnorm" : kind == LK_BK_LAYERNORM ? "layernorm"
+                         : kind == LK_BK_SOFTMAX ? "softmax" : kind == LK_BK_SILU ? "silu"
+                         : "convert";
+        snprintf(nm, 48, "%s.%s%s.%lldx%lld", op, kind == LK_BK_CONVERT ? "f32-" : "",
+                 kind == LK_BK_CONVERT ? dn : "f32", (long long)m, (long long)n);
+        c->bytes = (double)m * (double)n * (4.0 + (kind == LK_BK_CONVERT && dt == LK_BF16 ? 2 : 4));
+        c->peer_name = "copy loop";
+        break;
+    }
+    }
+}
+
+const lk_bench_case *lk_bench_cases(void)
+{
+    if (ncases)
+        return cases;
+    static const int64_t shapes[4][2] = {{2560, 2560}, {640, 2560}, {6912, 2560}, {2560, 6912}};
+    static const int64_t ms[4] = {1, 8, 128, 512};
+    add(LK_BK_GEMM, LK_F32, 512, 512, 512, 0, 1);
+    add(LK_BK_GEMM, LK_F32, 1024, 1024, 1024, 0, 0);
+    add(LK_BK_GEMM, LK_F32, 2048, 2048, 2048, 0, 1);
+    for (int d = 0; d < 2; d++)
+        for (int s = 0; s < 4; s++)
+            for (int i = 0; i < 4; i++)
+                add(LK_BK_LINEAR, d ? LK_BF16 : LK_F32, ms[i], shapes[s][0], shapes[s][1], 0,
+                    s == 2 && (i == 0 || (i == 2 && d == 0)));
+    for (int s = 0; s < 4; s++) {
+        for (int i = 0; i < 4; i++)
+            add(LK_BK_TERNARY, LK_T2, ms[i], shapes[s][0], shapes[s][1], 0,
+                i == 0 && (s == 0 || s == 2));
+        add(LK_BK_TERNARY, LK_T2, 1, shapes[s][0], shapes[s][1], 1, s == 2);
+    }
+    add(LK_BK_RMSNORM, LK_F32, 32, 2560, 0, 0, 1);
+    add(LK_BK_RMSNORM, LK_F32, 4096, 4096, 0, 0, 1);
+    add(LK_BK_LAYERNORM, LK_F32, 32, 2560, 0, 0, 0);
+    add(LK_BK_LAYERNORM, LK_F32, 4096, 4096, 0, 0, 0);
+    add(LK_BK_SOFTMAX, LK_F32, 32, 2560, 0, 0, 0);
+    add(LK_BK_SOFTMAX, LK_F32, 4096, 4096, 0, 0, 1);
+    add(LK_BK_SILU, LK_F32, 4096, 4096, 0, 0, 0);
+    add(LK_BK_SUM, LK_F32, 1, (int64_t)1 << 26, 0, 0, 1);
+    add(LK_BK_CONVERT, LK_BF16, 4096, 4096, 0, 0, 0);
+    return cases;
+}
+
+/* ---- data ---- */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint32_t next32(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
+static void *alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes < 64 ? 64 : (bytes + 63) / 64 * 64) != 0)
+        return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
+/* Uniform in [-1, 1). */
+static float uniform(void) { return (float)(int32_t)next32() * 0x1p-31f; }
+
+static void fill_f32(float *p, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        p[i] = uniform();
+}
+
+static void fill_bytes(uint8_t *p, int64_t n, int ternary)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t r = next32();
+        /* ternary: four codes in 0..2; int8: values in [-127, 127] */
+        p[i] = ternary ? (uint8_t)((r % 3) | (r / 3 % 3) << 2 | (r / 9 % 3) << 4 | (r / 27 % 3) << 6)
+                       : (uint8_t)(int8_t)(r % 255 - 127);
+    }
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- the cases ---- */
+
+typedef struct bench_data {
+    void *x, *w, *y, *xs, *ws, *xf, *wf, *yp; /* xf, wf: f32 copies for the peer */
+    void **pool;                              /* cold: weight copies */
+    int npool;
+    size_t wbytes;
+} bench_data;
+
+static void data_free(bench_data *d)
+{
+    free(d->x), free(d->w), free(d->y), free(d->xs), free(d->ws), free(d->xf), free(d->wf);
+    free(d->yp);
+    for (int i = 0; i < d->npool; i++)
+        free(d->pool[i]);
+    free(d->pool);
+}
+
+static size_t cold_pool_bytes(void)
+{
+    size_t b = (size_t)256 << 20;
+    lk_context *ctx = NULL;
+    lk_topology_info t;
+    if (lk_context_create(&ctx) == LK_OK && lk_context_topology(ctx, &t) == LK_OK &&
+        4 * t.l3_bytes > b)
+        b = (size_t)(4 * t.l3_bytes);
+    lk_context_destroy(ctx);
+    return b;
+}
+
+static lk_status setup(const lk_bench_case *c, bench_data *d)
+{
+    const int64_t m = c->m, n = c->n, k = c->k;
+    memset(d, 0, sizeof *d);
+    switch (c->kind) {
+    case LK_BK_GEMM:
+    case LK_BK_LINEAR: {
+        size_t es = c->dt == LK_BF16 ? 2 : 4;
+        d->x = alloc((size_t)(m * k) * es);
+        d->w = alloc((size_t)(n * k) * es);
+        d->y = alloc((size_t)(m * n) * 4);
+        d->xf = alloc((size_t)(m * k) * 4);
+        d->wf = alloc((size_t)(n * k) * 4);
+        d->yp = alloc((size_t)(m * n) * 4);
+        if (!d->x || !d->w || !d->y || !d->xf || !d->wf || !d->yp)
+            return LK_ERR_OUT_OF_MEMORY;
+        fill_f32(d->xf, m * k);
+        fill_f32(d->wf, n * k);
+        if (c->dt == LK_BF16) { /* the peer gets the bf16 values widened */
+            for (int64_t i = 0; i < m * k; i++)
+                ((uint16_t *)d->x)[i] = lk_f32_to_bf16(((float *)d->xf)[i]);
+            for (int64_t i = 0; i < n * k; i++)
+                ((uint16_t *)d->w)[i] = lk_f32_to_bf16(((float *)d->wf)[i]);
+            for (int64_t i = 0; i < m * k; i++)
+                ((float *)d->xf)[i] = lk_bf16_to_f32(((uint16_t *)d->x)[i]);
+            for (int64_t i = 0; i < n * k; i++)
+                ((float *)d->wf)[i] = lk_bf16_to_f32(((uint16_t *)d->w)[i]);
+        } else {
+            memcpy(d->x, d->xf, (size_t)(m * k) * 4);
+            memcpy(d->w, d->wf, (size_t)(n * k) * 4);
+        }
+        return LK_OK;
+    }
+    case LK_BK_TERNARY: {
+        d->wbytes = (size_t)(n * k / 4);
+        d->npool = c->cold ? (int)(cold_pool_bytes() / d->wbytes) + 1 : 1;
+        d->pool = calloc((size_t)d->npool, sizeof *d->pool);
+        d->x = alloc((size_t)(m * k));
+        d->xs = alloc((size_t)m * 4);
+        d->ws = alloc(4);
+        d->y = alloc((size_t)(m * n) * 4);
+        if (!d->pool || !d->x || !d->xs || !d->ws || !d->y)
+            return LK_ERR_OUT_OF_MEMORY;
+        for (int i = 0; i < d->npool; i++) {
+            if ((d->pool[i] = alloc(d->wbytes)) == NULL)
+                return LK_ERR_OUT_OF_MEMORY;
+            fill_bytes(d->pool[i], (int64_t)d->wbytes, 1);
+        }
+        fill_bytes(d->x, m * k, 0);
+        for (int64_t i = 0; i < m; i++)
+            ((float *)d->xs)[i] = 127.0f;
+        ((float *)d->ws)[0] = 0.5f;
+        return LK_OK;
+    }
+    default: {
+        const int64_t len = c->kind == LK_BK_SUM ? n : m * n;
+        d->x = alloc((size_t)len * 4);
+        d->y = alloc((size_t)len * 4);
+        d->yp = alloc((size_t)len * 4);
+        if (!d->x || !d->y || !d->yp)
+            return LK_ERR_OUT_OF_MEMORY;
+        fill_f32(d->x, len);
+        return LK_OK;
+    }
+    }
+}
+
+static lk_status run_lockstep(const lk_bench_case *c, bench_data *d, lk_queue *q, int rep)
+{
+    const int64_t m = c->m, n = c->n, k = c->k;
+    switch (c->kind) {
+    case LK_BK_GEMM: {
+        lk_tensor a = lk_mat(d->x, LK_F32, m, k), b = lk_mat(d->w, LK_F32, k, n);
+        lk_tensor y = lk_mat(d->y, LK_F32, m, n);
+        return lk_gemm(q, LK_NO_TRANS, LK_NO_TRANS, &a, &b, NULL, &y, 1, 0);
+    }
+    case LK_BK_LINEAR: {
+        lk_tensor a = lk_mat(d->x, c->dt, m, k), b = lk_mat(d->w, c->dt, n, k);
+        lk_tensor y = lk_mat(d->y, LK_F32, m, n);
+        return lk_gemm(q, LK_NO_TRANS, LK_TRANS, &a, &b, NULL, &y, 1, 0);
+    }
+    case LK_BK_TERNARY: {
+        lk_tensor x = lk_mat(d->x, LK_I8, m, k), xs = lk_mat(d->xs, LK_F32, m, 1);
+        lk_tensor w = lk_mat(d->pool[rep % d->npool], LK_T2, n, k);
+        lk_tensor ws = lk_mat(d->ws, LK_F32, 1, 1), y = lk_mat(d->y, LK_F32, m, n);
+        return lk_ternary_gemm(q, &x, &xs, &w, &ws, &y);
+    }
+    case LK_BK_SUM: {
+        lk_tensor x = lk_mat(d->x, LK_F32, 1, n), y = lk_mat(d->y, LK_F32, 1, 1);
+        return lk_reduce(q, LK_REDUCE_SUM, &x, &y);
+    }
+    default: {
+        lk_tensor x = lk_mat(d->x, LK_F32, m, n), y = lk_mat(d->y, c->dt, m, n);
+        switch (c->kind) {
+        case LK_BK_RMSNORM:
+            return lk_rmsnorm(q, &x, NULL, 1e-6f, &y);
+        case LK_BK_LAYERNORM:
+            return lk_layernorm(q, &x, NULL, NULL, 1e-6f, &y);
+        case LK_BK_SOFTMAX:
+            return lk_softmax(q, &x, &y);
+        case LK_BK_SILU:
+            return lk_unary(q, LK_UNARY_SILU, &x, &y);
+        default:
+            return lk_convert(q, &x, &y);
+        }
+    }
+    }
+}
+
+/* Where the read loops' results go, so that no compiler skips the reads. */
+static volatile unsigned long long sink;
+
+/* The peer, once; 0 when there is none in this build. */
+static int run_peer(const lk_bench_case *c, bench_data *d, int threads, int rep)
+{
+    const int64_t m = c->m, n = c->n, k = c->k;
+    switch (c->kind) {
+    case LK_BK_GEMM:
+    case LK_BK_LINEAR:
+        if (!lk_peer_have_openblas())
+            return 0;
+        lk_peer_sgemm((int)m, (int)n, (int)k, d->xf, d->wf, c->kind == LK_BK_LINEAR, d->yp);
+        return 1;
+    case LK_BK_TERNARY: /* cold: a copy Lockstep has not just read */
+        sink = lk_peer_read(d->pool[(rep + d->npool / 2) % d->npool], d->wbytes / 128 * 128,
+                            threads);
+        return 1;
+    case LK_BK_SUM:
+        sink = lk_peer_read(d->x, (size_t)n * 4, threads);
+        return 1;
+    default: /* reads and writes the op's bytes: half each way */
+        lk_peer_copy(d->yp, d->x, (size_t)(c->bytes / 2) / 128 * 128, threads);
+        return 1;
+    }
+}
+
+lk_status lk_bench_run(const lk_bench_case *c, lk_queue *q, int threads, int reps,
+                       lk_bench_result *r)
+{
+    bench_data d;
+    lk_status st = setup(c, &d);
+    double *tl = calloc((size_t)reps, sizeof *tl), *tp = calloc((size_t)reps, sizeof *tp);
+    if (st == LK_OK && (!tl || !tp))
+        st = LK_ERR_OUT_OF_MEMORY;
+    if (st == LK_OK)
+        st = run_lockstep(c, &d, q, 0); /* warm-up, and the op's support */
+    int have_peer = st == LK_OK ? run_peer(c, &d, threads, 0) : 0;
+    for (int i = 0; st == LK_OK && i < reps; i++) {
+        double t0 = now_ms();
+        st = run_lockstep(c, &d, q, i + 1);
+        tl[i] = now_ms() - t0;
+        if (have_peer) {
+            t0 = now_ms();
+            run_peer(c, &d, threads, i + 1);
+            tp[i] = now_ms() - t0;
+        }
+    }
+    if (st == LK_OK) {
+        r->lk_ms = median(tl, reps);
+        r->peer_ms = have_peer ? median(tp, reps) : 0.0;
+        r->peer_name = c->peer_name;
+    }
+    free(tl);
+    free(tp);
+    data_free(&d);
+    return st;
+}

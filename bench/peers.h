@@ -1,0 +1,29 @@
+/* Lockstep benchmarks: what each case is compared with (internal).
+ *
+ * OpenBLAS for f32 GEMM and GEMV (when configure found it), and for the
+ * bandwidth-bound ops the machine's own streaming loops run on the same
+ * number of threads: a read loop (the floor of an op that reads n bytes)
+ * and a copy loop (one that reads n and writes n). */
+#ifndef LK_BENCH_PEERS_H
+#define LK_BENCH_PEERS_H
+
+#include <stddef.h>
+
+/* 1 when OpenBLAS is linked in. */
+int lk_peer_have_openblas(void);
+
+/* OpenBLAS's thread count, to match Lockstep's. */
+void lk_peer_openblas_threads(int n);
+
+/* Row-major C = A (m x k) . op(B); b_trans: B is n x k (weights), else
+ * k x n.  m == 1 goes to sgemv. */
+void lk_peer_sgemm(int m, int n, int k, const float *a, const float *b, int b_trans, float *c);
+
+/* Read every byte of p (bytes a multiple of 64) on `threads` threads;
+ * returns a value that depends on all of them. */
+unsigned long long lk_peer_read(const void *p, size_t bytes, int threads);
+
+/* dst = src, regular stores, on `threads` threads. */
+void lk_peer_copy(void *dst, const void *src, size_t bytes, int threads);
+
+#endif
