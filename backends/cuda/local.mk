@@ -1,1 +1,89 @@
-# CUDA driver module (issue 5): filled in by backends/cuda
+# CUDA driver module (issue 5): lockstep-cuda.so, built with --with-cuda.
+#
+# liblockstep never links CUDA; the core dlopens this module from
+# $(driverdir).  The .cu files go through build-aux/nvcc-wrapper.sh so that
+# libtool can make .lo objects of them (it appends -fPIC -DPIC, which nvcc
+# only takes through -Xcompiler).  Automake has no dependency tracking for
+# .cu, so every kernel file depends on the shared headers explicitly.
+
+lk_cuda_headers = \
+	backends/cuda/driver.h \
+	backends/cuda/device.cuh \
+	backends/cuda/rows.cuh \
+	backends/cuda/elementwise.cuh \
+	backends/cuda/gemm.cuh \
+	backends/cuda/qgemm.cuh \
+	backends/cuda/math.cuh
+
+lk_cuda_kernels = \
+	backends/cuda/gemm.cu \
+	backends/cuda/gemv.cu \
+	backends/cuda/reduce.cu \
+	backends/cuda/norm.cu \
+	backends/cuda/softmax.cu \
+	backends/cuda/unary.cu \
+	backends/cuda/binary.cu \
+	backends/cuda/quant.cu \
+	backends/cuda/ternary.cu \
+	backends/cuda/int8_gemm.cu
+
+EXTRA_DIST += build-aux/nvcc-wrapper.sh backends/cuda/README.md
+
+if LK_HAVE_CUDA
+driver_LTLIBRARIES += backends/cuda/lockstep-cuda.la
+endif
+backends_cuda_lockstep_cuda_la_SOURCES = backends/cuda/driver.c $(lk_cuda_headers) \
+	$(lk_cuda_kernels)
+backends_cuda_lockstep_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+backends_cuda_lockstep_cuda_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
+	-no-undefined -export-symbols-regex '^lockstep_driver_entry$$'
+backends_cuda_lockstep_cuda_la_LIBADD = $(CUDA_LIBS)
+
+AM_V_NVCC = $(am__v_NVCC_@AM_V@)
+am__v_NVCC_ = $(am__v_NVCC_@AM_DEFAULT_V@)
+am__v_NVCC_0 = @echo "  NVCC    " $@;
+am__v_NVCC_1 =
+
+lk_nvcc_compile = $(LIBTOOL) $(AM_V_lt) --tag=CC --mode=compile \
+	$(SHELL) $(top_srcdir)/build-aux/nvcc-wrapper.sh $(NVCC) \
+	$(DEFS) $(DEFAULT_INCLUDES) $(AM_CPPFLAGS) $(CPPFLAGS) \
+	$(LK_NVCCFLAGS) $(CUDA_ARCH_FLAGS) $(NVCCFLAGS)
+
+.cu.lo:
+	$(AM_V_NVCC)$(MKDIR_P) $(@D) && $(lk_nvcc_compile) -c -o $@ $<
+
+$(lk_cuda_kernels:.cu=.lo): $(lk_cuda_headers) backends/contract.h backends/scalar.h \
+	backends/transcendental.h \
+	include/lockstep/driver.h
+
+# CUDA-specific tests (graph capture, adopted streams, the kernels' own
+# paths); built always, a SKIP without a GPU or without --with-cuda.
+check_PROGRAMS += tests/test_cuda
+TESTS += tests/test_cuda
+tests_test_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) $(lk_cuda_test_defs)
+tests_test_cuda_LDADD = liblockstep.la $(CUDA_LIBS)
+if LK_HAVE_CUDA
+lk_cuda_test_defs = -DLK_CUDA_MODULE_DIR='"$(abs_top_builddir)/backends/cuda/.libs"'
+# for tests/local.mk: the uninstalled module joins the tests' driver path
+lk_cuda_driver_path = :$(abs_top_builddir)/backends/cuda/.libs
+else
+lk_cuda_test_defs =
+lk_cuda_driver_path =
+endif
+
+# The benchmark against cuBLAS and a device-to-device copy (not installed;
+# scripts/gpu-check.sh runs it): backends/cuda/lockstep-cuda-bench [--quick]
+if LK_HAVE_CUDA
+noinst_PROGRAMS += backends/cuda/lockstep-cuda-bench
+endif
+backends_cuda_lockstep_cuda_bench_SOURCES = backends/cuda/bench_cuda.c
+backends_cuda_lockstep_cuda_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) $(lk_cuda_test_defs) \
+	$(lk_cublas_defs)
+backends_cuda_lockstep_cuda_bench_LDADD = liblockstep.la $(CUBLAS_LIBS) $(CUDA_LIBS)
+if LK_HAVE_CUBLAS
+lk_cublas_defs = -DLK_BENCH_CUBLAS
+else
+lk_cublas_defs =
+endif
+
+EXTRA_DIST += scripts/gpu-check.sh

@@ -1,0 +1,493 @@
+/* lockstep-cuda-bench: the CUDA driver's benchmarks against its peers on
+ * the same GPU, in the same run (issue 5's targets).
+ *
+ *   backends/cuda/lockstep-cuda-bench [--quick] [--only SUBSTRING]
+ *
+ * Every figure is the median over 11 batches of back-to-back calls on one
+ * stream (a Lockstep queue adopting it), timed with CUDA events; a batch is
+ * long enough (>= 2 ms) that launch jitter does not count.  Peers: cuBLAS
+ * SGEMM with TF32 off (CUBLAS_DEFAULT_MATH), cuBLAS bf16 / f32 GEMV, and a
+ * device-to-device copy of the bytes an op reads and writes.  --quick runs
+ * fewer batches on smaller shapes (a smoke test).  Lines starting with
+ * "target" say whether a goal of the issue is met. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+#ifdef LK_BENCH_CUBLAS
+#include <cublas_v2.h>
+#endif
+
+#include <lockstep.h>
+
+static cudaStream_t stream;
+static lk_device *gpu;
+static lk_queue *q;
+static int quick;
+static const char *only;
+static int batches = 11;
+static double copy_gbs; /* device-to-device copy, bytes moved (read + write) per second */
+static int failures;
+
+#ifdef LK_BENCH_CUBLAS
+static cublasHandle_t blas;
+#endif
+
+#define CHECK_CUDA(x)                                                                        \
+    do {                                                                                    \
+        cudaError_t e_ = (x);                                                               \
+        if (e_ != cudaSuccess) {                                                            \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,                      \
+                    cudaGetErrorString(e_));                                                \
+            exit(1);                                                                        \
+        }                                                                                   \
+    } while (0)
+
+#define CHECK_LK(x)                                                                          \
+    do {                                                                                    \
+        lk_status s_ = (x);                                                                 \
+        if (s_ != LK_OK) {                                                                  \
+            fprintf(stderr, "%s:%d: %s: %s: %s\n", __FILE__, __LINE__, #x,                  \
+                    lk_status_string(s_), lk_last_error());                                 \
+            exit(1);                                                                        \
+        }                                                                                   \
+    } while (0)
+
+/* ------------------------------------------------------------- timing */
+
+typedef void (*bench_fn)(void *arg);
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median time of one call, in microseconds. */
+static double time_us(bench_fn f, void *arg)
+{
+    cudaEvent_t e0, e1;
+    CHECK_CUDA(cudaEventCreate(&e0));
+    CHECK_CUDA(cudaEventCreate(&e1));
+    f(arg); /* warm up */
+    f(arg);
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    /* calibrate the batch length */
+    int inner = 1;
+    for (;;) {
+        float ms = 0;
+        CHECK_CUDA(cudaEventRecord(e0, stream));
+        for (int i = 0; i < inner; i++)
+            f(arg);
+        CHECK_CUDA(cudaEventRecord(e1, stream));
+        CHECK_CUDA(cudaEventSynchronize(e1));
+        CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        if (ms >= 2.0f || inner >= 1 << 14)
+            break;
+        inner *= ms > 0.2f ? (int)(2.0f / ms) + 1 : 10;
+    }
+    double t[64];
+    int nb = batches < 64 ? batches : 64;
+    for (int b = 0; b < nb; b++) {
+        float ms = 0;
+        CHECK_CUDA(cudaEventRecord(e0, stream));
+        for (int i = 0; i < inner; i++)
+            f(arg);
+        CHECK_CUDA(cudaEventRecord(e1, stream));
+        CHECK_CUDA(cudaEventSynchronize(e1));
+        CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        t[b] = 1000.0 * ms / inner;
+    }
+    CHECK_CUDA(cudaEventDestroy(e0));
+    CHECK_CUDA(cudaEventDestroy(e1));
+    qsort(t, (size_t)nb, sizeof t[0], cmp_double);
+    return t[nb / 2];
+}
+
+static int wanted(const char *name)
+{
+    return !only || strstr(name, only);
+}
+
+static void row(const char *name, double ours, const char *peer, double theirs, const char *unit,
+                double amount)
+{
+    printf("%-34s %10.1f us", name, ours);
+    if (unit)
+        printf(" %9.1f %-7s", amount / ours / 1e3, unit);
+    else
+        printf(" %17s", "");
+    if (peer && theirs > 0)
+        printf("  | %-22s %10.1f us  ratio %5.2fx\n", peer, theirs, theirs / ours);
+    else
+        printf("\n");
+}
+
+static void target(const char *what, double value, double goal)
+{
+    int met = value >= goal;
+    if (!met)
+        failures++;
+    printf("target  %-58s %6.2f (goal >= %.2f)  %s\n", what, value, goal, met ? "MET" : "MISSED");
+}
+
+/* ------------------------------------------------------------ buffers */
+
+static void *dalloc(size_t bytes)
+{
+    void *p;
+    CHECK_LK(lk_malloc(gpu, bytes, &p));
+    return p;
+}
+
+/* Random contents: a 16 MiB host block of values in [-1, 1) (as dtype dt)
+ * uploaded as many times as needed. */
+static void dfill(void *d, size_t bytes, lk_dtype dt)
+{
+    static unsigned char *block;
+    static lk_dtype block_dt = (lk_dtype)0;
+    const size_t bs = (size_t)16 << 20;
+    if (!block)
+        block = malloc(bs);
+    if (!block) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    if (block_dt != dt) {
+        uint64_t s = 0x9e3779b97f4a7c15ull;
+        size_t n = dt == LK_F32 ? bs / 4 : dt == LK_I8 || dt == LK_T2 ? bs : bs / 2;
+        for (size_t i = 0; i < n; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            float v = (float)((double)(s >> 40) * 0x1p-24 * 2.0 - 1.0);
+            if (dt == LK_F32)
+                ((float *)block)[i] = v;
+            else if (dt == LK_BF16)
+                ((uint16_t *)block)[i] = lk_f32_to_bf16(v);
+            else if (dt == LK_F16)
+                ((uint16_t *)block)[i] = lk_f32_to_f16(v);
+            else if (dt == LK_I8)
+                ((int8_t *)block)[i] = (int8_t)(v * 127.0f);
+            else /* LK_T2: codes 0..2 only */
+                block[i] = (unsigned char)((s >> 33) % 3 | ((s >> 35) % 3) << 2 |
+                                           ((s >> 37) % 3) << 4 | ((s >> 39) % 3) << 6);
+        }
+        block_dt = dt;
+    }
+    for (size_t off = 0; off < bytes; off += bs) {
+        size_t n = bytes - off < bs ? bytes - off : bs;
+        CHECK_LK(lk_memcpy(q, (char *)d + off, block, n, LK_COPY_HOST_TO_DEVICE));
+    }
+    CHECK_LK(lk_queue_sync(q));
+}
+
+/* -------------------------------------------------------------- copy */
+
+typedef struct copy_arg {
+    void *dst, *src;
+    size_t bytes;
+} copy_arg;
+
+static void run_copy(void *p)
+{
+    copy_arg *a = p;
+    CHECK_CUDA(cudaMemcpyAsync(a->dst, a->src, a->bytes, cudaMemcpyDeviceToDevice, stream));
+}
+
+/* Time of a device-to-device copy of `bytes` (which moves 2 * bytes). */
+static double copy_us(size_t bytes)
+{
+    copy_arg a = {dalloc(bytes), dalloc(bytes), bytes};
+    double t = time_us(run_copy, &a);
+    lk_free(gpu, a.dst);
+    lk_free(gpu, a.src);
+    return t;
+}
+
+/* -------------------------------------------------------------- GEMM */
+
+typedef struct gemm_arg {
+    int64_t m, n, k;
+    lk_dtype dt;
+    void *a, *b, *c;
+    int trans_b; /* b is N x K */
+} gemm_arg;
+
+static void run_lk_gemm(void *p)
+{
+    gemm_arg *g = p;
+    lk_tensor a = lk_mat(g->a, g->dt, g->m, g->k);
+    lk_tensor b = g->trans_b ? lk_mat(g->b, g->dt, g->n, g->k) : lk_mat(g->b, g->dt, g->k, g->n);
+    lk_tensor c = lk_mat(g->c, g->dt == LK_F32 ? LK_F32 : g->dt, g->m, g->n);
+    CHECK_LK(lk_gemm(q, LK_NO_TRANS, g->trans_b ? LK_TRANS : LK_NO_TRANS, &a, &b, NULL, &c, 1,
+                     0));
+}
+
+#ifdef LK_BENCH_CUBLAS
+/* Row-major C = A B is column-major C^T = B^T A^T. */
+static void run_cublas_sgemm(void *p)
+{
+    gemm_arg *g = p;
+    const float one = 1.0f, zero = 0.0f;
+    cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)g->n, (int)g->m, (int)g->k, &one, g->b,
+                (int)g->n, g->a, (int)g->k, &zero, g->c, (int)g->n);
+}
+
+/* y = W x with W row-major N x K: column-major W is K x N, so y = W_cm^T x. */
+static void run_cublas_gemv(void *p)
+{
+    gemm_arg *g = p;
+    const float one = 1.0f, zero = 0.0f;
+    if (g->dt == LK_F32) {
+        cublasSgemv(blas, CUBLAS_OP_T, (int)g->k, (int)g->n, &one, g->b, (int)g->k, g->a, 1,
+                    &zero, g->c, 1);
+    } else {
+        cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)g->n, 1, (int)g->k, &one, g->b,
+                     CUDA_R_16BF, (int)g->k, g->a, CUDA_R_16BF, (int)g->k, &zero, g->c,
+                     CUDA_R_16BF, (int)g->n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    }
+}
+#endif
+
+static void bench_gemm(int64_t m, int64_t n, int64_t k)
+{
+    char name[64];
+    snprintf(name, sizeof name, "gemm f32 %lldx%lldx%lld", (long long)m, (long long)n,
+             (long long)k);
+    if (!wanted(name))
+        return;
+    gemm_arg g = {m, n, k, LK_F32, dalloc((size_t)(m * k) * 4), dalloc((size_t)(k * n) * 4),
+                  dalloc((size_t)(m * n) * 4), 0};
+    dfill(g.a, (size_t)(m * k) * 4, LK_F32);
+    dfill(g.b, (size_t)(k * n) * 4, LK_F32);
+    double ours = time_us(run_lk_gemm, &g), theirs = 0;
+#ifdef LK_BENCH_CUBLAS
+    theirs = time_us(run_cublas_sgemm, &g);
+#endif
+    row(name, ours, "cuBLAS SGEMM (no TF32)", theirs, "TFLOP/s", 2.0 * m * n * k / 1e6);
+    if (theirs > 0 && m == 4096 && n == 4096 && k == 4096)
+        target("f32 GEMM 4096^3 vs cuBLAS SGEMM", theirs / ours, 0.8);
+    lk_free(gpu, g.a);
+    lk_free(gpu, g.b);
+    lk_free(gpu, g.c);
+}
+
+/* ------------------------------------------------- GEMV, ternary GEMV */
+
+typedef struct t2_arg {
+    int64_t n, k;
+    void *x, *xs, *w, *ws, *y;
+} t2_arg;
+
+static void run_lk_t2(void *p)
+{
+    t2_arg *t = p;
+    lk_tensor x = lk_mat(t->x, LK_I8, 1, t->k), xs = lk_mat(t->xs, LK_F32, 1, 1);
+    lk_tensor w = lk_mat(t->w, LK_T2, t->n, t->k), ws = lk_mat(t->ws, LK_F32, 1, 1);
+    lk_tensor y = lk_mat(t->y, LK_F32, 1, t->n);
+    CHECK_LK(lk_ternary_gemm(q, &x, &xs, &w, &ws, &y));
+}
+
+static void bench_gemv(int64_t n, int64_t k)
+{
+    double bf16_peer = 0;
+    for (int f32 = 0; f32 < 2; f32++) {
+        lk_dtype dt = f32 ? LK_F32 : LK_BF16;
+        size_t es = f32 ? 4 : 2;
+        char name[64];
+        snprintf(name, sizeof name, "gemv %s %lldx%lld", f32 ? "f32" : "bf16", (long long)n,
+                 (long long)k);
+        if (!wanted(name))
+            continue;
+        gemm_arg g = {1, n, k, dt, dalloc((size_t)k * es), dalloc((size_t)(n * k) * es),
+                      dalloc((size_t)n * es), 1};
+        dfill(g.a, (size_t)k * es, dt);
+        dfill(g.b, (size_t)(n * k) * es, dt);
+        double ours = time_us(run_lk_gemm, &g), theirs = 0;
+#ifdef LK_BENCH_CUBLAS
+        theirs = time_us(run_cublas_gemv, &g);
+#endif
+        double bytes = (double)(n * k) * es;
+        row(name, ours, f32 ? "cuBLAS SGEMV" : "cuBLAS bf16 GemmEx", theirs, "GB/s", bytes);
+        if (!f32) {
+            bf16_peer = theirs;
+            if (theirs > 0)
+                target(name, theirs / ours, 1.5);
+        }
+        lk_free(gpu, g.a);
+        lk_free(gpu, g.b);
+        lk_free(gpu, g.c);
+    }
+
+    char name[64];
+    snprintf(name, sizeof name, "ternary gemv %lldx%lld", (long long)n, (long long)k);
+    if (!wanted(name))
+        return;
+    t2_arg t = {n, k, dalloc((size_t)k), dalloc(4), dalloc((size_t)(n * ((k + 3) / 4))),
+                dalloc(4), dalloc((size_t)n * 4)};
+    float one = 1.0f;
+    dfill(t.x, (size_t)k, LK_I8);
+    dfill(t.w, (size_t)(n * ((k + 3) / 4)), LK_T2);
+    CHECK_LK(lk_memcpy(q, t.xs, &one, 4, LK_COPY_HOST_TO_DEVICE));
+    CHECK_LK(lk_memcpy(q, t.ws, &one, 4, LK_COPY_HOST_TO_DEVICE));
+    CHECK_LK(lk_queue_sync(q));
+    double ours = time_us(run_lk_t2, &t);
+    double bytes = (double)(n * ((k + 3) / 4));
+    row(name, ours, "cuBLAS bf16 GEMV (same)", bf16_peer, "GB/s", bytes);
+    /* the floor: the packed weights at the copy's read speed */
+    double floor_us = bytes / (copy_gbs / 2.0) / 1e3;
+    printf("%-34s %10.1f us   (packed weights at half the copy rate)\n", "  floor", floor_us);
+    if (bf16_peer > 0)
+        target(name, bf16_peer / ours, 4.0);
+    lk_free(gpu, t.x);
+    lk_free(gpu, t.xs);
+    lk_free(gpu, t.w);
+    lk_free(gpu, t.ws);
+    lk_free(gpu, t.y);
+}
+
+/* ----------------------------------------------- sum, norms, softmax */
+
+typedef struct row_arg {
+    int kind; /* 0 sum, 1 rmsnorm, 2 layernorm, 3 softmax */
+    int64_t rows, cols;
+    void *x, *y, *w, *b;
+} row_arg;
+
+static void run_rows(void *p)
+{
+    row_arg *r = p;
+    lk_tensor x = lk_mat(r->x, LK_F32, r->rows, r->cols);
+    if (r->kind == 0) {
+        lk_tensor y = lk_mat(r->y, LK_F32, r->rows, 1);
+        CHECK_LK(lk_reduce(q, LK_REDUCE_SUM, &x, &y));
+        return;
+    }
+    lk_tensor y = lk_mat(r->y, LK_F32, r->rows, r->cols);
+    lk_tensor w = lk_mat(r->w, LK_F32, 1, r->cols), b = lk_mat(r->b, LK_F32, 1, r->cols);
+    if (r->kind == 1)
+        CHECK_LK(lk_rmsnorm(q, &x, &w, 1e-6f, &y));
+    else if (r->kind == 2)
+        CHECK_LK(lk_layernorm(q, &x, &w, &b, 1e-5f, &y));
+    else
+        CHECK_LK(lk_softmax(q, &x, &y));
+}
+
+static void bench_rows(int kind, int64_t rows, int64_t cols)
+{
+    static const char *names[] = {"sum", "rmsnorm", "layernorm", "softmax"};
+    char name[64];
+    snprintf(name, sizeof name, "%s f32 %lldx%lld", names[kind], (long long)rows,
+             (long long)cols);
+    if (!wanted(name))
+        return;
+    size_t bytes = (size_t)(rows * cols) * 4;
+    row_arg r = {kind, rows, cols, dalloc(bytes), dalloc(kind ? bytes : (size_t)rows * 4),
+                 dalloc((size_t)cols * 4), dalloc((size_t)cols * 4)};
+    dfill(r.x, bytes, LK_F32);
+    dfill(r.w, (size_t)cols * 4, LK_F32);
+    dfill(r.b, (size_t)cols * 4, LK_F32);
+    double ours = time_us(run_rows, &r);
+    if (kind == 0) {
+        /* a copy of the same bytes reads them and writes them: the read
+         * alone takes about half of it */
+        double c = copy_us(bytes);
+        row(name, ours, "D2D copy (same bytes)", c, "GB/s", (double)bytes);
+        printf("%-34s %10.1f us   (read at the copy's rate: half the copy)\n", "  read floor",
+               c / 2);
+    } else {
+        double c = copy_us(bytes);
+        row(name, ours, "D2D copy (same bytes)", c, "GB/s", 2.0 * bytes);
+        target(name, c / ours, 0.85);
+    }
+    lk_free(gpu, r.x);
+    lk_free(gpu, r.y);
+    lk_free(gpu, r.w);
+    lk_free(gpu, r.b);
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            only = argv[++i];
+        else {
+            fprintf(stderr, "usage: %s [--quick] [--only SUBSTRING]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (quick)
+        batches = 3;
+#ifdef LK_CUDA_MODULE_DIR
+    if (!getenv("LOCKSTEP_DRIVER_PATH"))
+        setenv("LOCKSTEP_DRIVER_PATH", LK_CUDA_MODULE_DIR, 1);
+#endif
+    lk_context *ctx;
+    CHECK_LK(lk_context_create(&ctx));
+    if (lk_device_find(ctx, "cuda:0", &gpu) != LK_OK) {
+        fprintf(stderr, "no cuda:0: %s\n", lk_last_error());
+        for (int i = 0; i < lk_context_driver_count(ctx); i++) {
+            lk_driver_info d;
+            if (lk_context_driver_info(ctx, i, &d) == LK_OK)
+                fprintf(stderr, "  driver %s %s: %s\n", d.name, d.path, d.message);
+        }
+        return 77;
+    }
+    lk_device_props props;
+    CHECK_LK(lk_device_props_get(gpu, &props));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    lk_queue_opts opts = {0, (void *)stream};
+    CHECK_LK(lk_queue_create(gpu, &opts, &q));
+#ifdef LK_BENCH_CUBLAS
+    if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "cublasCreate failed\n");
+        return 1;
+    }
+    cublasSetStream(blas, stream);
+    cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH); /* no TF32 */
+#endif
+
+    printf("lockstep-cuda-bench on %s%s\n", props.description, quick ? " (quick)" : "");
+    {
+        size_t bytes = (size_t)1 << 28;
+        double c = copy_us(bytes);
+        copy_gbs = 2.0 * bytes / c / 1e3;
+        printf("%-34s %10.1f us %9.1f GB/s (read + write)\n", "D2D copy 256 MiB", c, copy_gbs);
+    }
+    printf("\n");
+
+    if (quick) {
+        bench_gemm(1024, 1024, 1024);
+        bench_gemv(6912, 2560);
+        bench_rows(0, 1, (int64_t)1 << 24);
+        bench_rows(1, 1024, 4096);
+    } else {
+        bench_gemm(4096, 4096, 4096);
+        bench_gemm(2048, 3072, 768);
+        bench_gemv(6912, 2560);
+        bench_gemv(2560, 6912);
+        bench_gemv(2560, 2560);
+        bench_gemv(128256, 2560);
+        bench_rows(0, 1, (int64_t)1 << 28);
+        for (int kind = 1; kind <= 3; kind++) {
+            bench_rows(kind, 4096, 4096);
+            bench_rows(kind, 16384, 8192);
+        }
+    }
+    printf("\n%d target%s missed\n", failures, failures == 1 ? "" : "s");
+
+#ifdef LK_BENCH_CUBLAS
+    cublasDestroy(blas);
+#endif
+    lk_queue_destroy(q);
+    cudaStreamDestroy(stream);
+    lk_context_destroy(ctx);
+    return 0;
+}

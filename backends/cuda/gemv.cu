@@ -1,0 +1,379 @@
+/* Lockstep CUDA: GEMV, the GEMM of a small side (docs/numerics.md
+ * section 4), where the speed of decoding lives.
+ *
+ * With S = min(M, N) <= 8 the call is out(s, l) = sum_k X(s, k) W(l, k)
+ * over the large side l: X is op(A) and W is op(B)^T when M is small, or
+ * the other way round when N is.  Every (l, k-block) chain of the contract
+ * -- acc = fma(x_k, w_k, acc) from +0 over the 128 k of block kb -- is one
+ * thread's sequential work, for every s at once (the weights are read
+ * once); threads of one output split its k-blocks, and one thread adds
+ * the block results in ascending kb (the first stored), then the epilogue.
+ *
+ * Two layouts of W:
+ * - KC, k contiguous (an N x K weight with tb = LK_TRANS, the usual
+ *   decode case): a thread streams its chain's 128 contiguous weights
+ *   with 16-byte loads, all of them issued before the first fma;
+ * - LC, l contiguous (a K x N weight): the 32 lanes of a warp take 32
+ *   adjacent l of one k-block, the eight warps of a block eight k-blocks.
+ * X is widened once into shared memory (each 128-k block padded to 132
+ * floats so that float4 reads of different blocks hit different banks),
+ * or read from global memory when it does not fit. */
+#include "backends/cuda/gemm.cuh"
+
+namespace {
+
+#define XPAD 132
+#define GEMV_SMEM_MAX (48 * 1024)
+
+struct gemv_args {
+    const void *x; /* X(s, k) at x + b * x_bs + s * xs_s + k * xs_k */
+    lk_dtype xdt;
+    int64_t xs_s, xs_k, x_bs;
+    const void *w; /* KC: W(l, k) at w + b * w_bs + l * ldw + k; LC: + k * ldw + l */
+    int64_t ldw, w_bs;
+    int64_t S, L, K, batch;
+    int swap; /* 0: C[s][l]; 1: C[l][s] */
+    int nkb;  /* ceil(K / 128) */
+    int T;    /* KC: threads per output */
+    int NB;   /* KC: outputs per block */
+    int wvec; /* KC: every W row starts 16-byte aligned */
+    lk_gemm_epi e;
+};
+
+/* X of batch entry b, widened: xs[s * XS + kb * XPAD + i] = X(s, kb * 128 + i);
+ * rows s >= S and k >= K are zero (never stored). */
+template <int ST>
+__device__ __forceinline__ void load_x(const gemv_args &a, int64_t b, float *xs, int XS)
+{
+    const int64_t kk = (int64_t)a.nkb * LK_KB;
+    for (int s = 0; s < ST; s++)
+        for (int64_t k = threadIdx.x; k < kk; k += blockDim.x) {
+            float v = 0.0f;
+            if (s < a.S && k < a.K)
+                v = lk_load_any(a.x, a.xdt, b * a.x_bs + s * a.xs_s + k * a.xs_k);
+            xs[s * XS + (k >> 7) * XPAD + (k & 127)] = v;
+        }
+}
+
+/* X(s, k0 + i) of block kb, from shared or global memory. */
+template <bool XSM>
+__device__ __forceinline__ float x_at(const gemv_args &a, int64_t b, const float *xs, int XS,
+                                      int s, int kb, int i)
+{
+    if (XSM)
+        return xs[s * XS + kb * XPAD + i];
+    return lk_load_any(a.x, a.xdt, b * a.x_bs + s * a.xs_s + ((int64_t)kb * LK_KB + i) * a.xs_k);
+}
+
+/* Element j (0..7) of eight 16-bit values in a uint4. */
+template <lk_dtype DW> __device__ __forceinline__ float unpack8(const uint4 &u, int j)
+{
+    uint32_t word = j < 2 ? u.x : j < 4 ? u.y : j < 6 ? u.z : u.w;
+    uint32_t h = (j & 1) ? word >> 16 : word & 0xffffu;
+    return lk_elem<DW>::load_bits(h);
+}
+
+/* acc[s] = the chain of block kb of W row wrow (KC layout), for every s. */
+template <lk_dtype DW, int ST, bool XSM>
+__device__ __forceinline__ void chain_kc(const gemv_args &a, int64_t b,
+                                         const typename lk_elem<DW>::T *wrow, int kb,
+                                         const float *xs, int XS, float (&acc)[ST])
+{
+    const int64_t k0 = (int64_t)kb * LK_KB;
+    const int len = a.K - k0 < LK_KB ? (int)(a.K - k0) : LK_KB;
+    const typename lk_elem<DW>::T *wp = wrow + k0;
+#pragma unroll
+    for (int s = 0; s < ST; s++)
+        acc[s] = 0.0f;
+    if (len == LK_KB && a.wvec) {
+        if constexpr (DW == LK_F32) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float4 w4[16];
+                const float4 *src = reinterpret_cast<const float4 *>(wp) + 16 * h;
+#pragma unroll
+                for (int q = 0; q < 16; q++)
+                    w4[q] = src[q];
+#pragma unroll
+                for (int q = 0; q < 16; q++) {
+                    const int i = 64 * h + 4 * q;
+#pragma unroll
+                    for (int s = 0; s < ST; s++) {
+                        float x0, x1, x2, x3;
+                        if (XSM) {
+                            float4 x4 = *reinterpret_cast<const float4 *>(xs + s * XS + kb * XPAD + i);
+                            x0 = x4.x, x1 = x4.y, x2 = x4.z, x3 = x4.w;
+                        } else {
+                            x0 = x_at<false>(a, b, xs, XS, s, kb, i);
+                            x1 = x_at<false>(a, b, xs, XS, s, kb, i + 1);
+                            x2 = x_at<false>(a, b, xs, XS, s, kb, i + 2);
+                            x3 = x_at<false>(a, b, xs, XS, s, kb, i + 3);
+                        }
+                        acc[s] = __fmaf_rn(x0, w4[q].x, acc[s]);
+                        acc[s] = __fmaf_rn(x1, w4[q].y, acc[s]);
+                        acc[s] = __fmaf_rn(x2, w4[q].z, acc[s]);
+                        acc[s] = __fmaf_rn(x3, w4[q].w, acc[s]);
+                    }
+                }
+            }
+        } else {
+            uint4 w8[16];
+            const uint4 *src = reinterpret_cast<const uint4 *>(wp);
+#pragma unroll
+            for (int q = 0; q < 16; q++)
+                w8[q] = src[q];
+#pragma unroll
+            for (int q = 0; q < 16; q++) {
+#pragma unroll
+                for (int s = 0; s < ST; s++) {
+                    float xv[8];
+                    if (XSM) {
+                        const float4 *x4 =
+                            reinterpret_cast<const float4 *>(xs + s * XS + kb * XPAD + 8 * q);
+                        float4 lo = x4[0], hi = x4[1];
+                        xv[0] = lo.x, xv[1] = lo.y, xv[2] = lo.z, xv[3] = lo.w;
+                        xv[4] = hi.x, xv[5] = hi.y, xv[6] = hi.z, xv[7] = hi.w;
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < 8; j++)
+                            xv[j] = x_at<false>(a, b, xs, XS, s, kb, 8 * q + j);
+                    }
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        acc[s] = __fmaf_rn(xv[j], unpack8<DW>(w8[q], j), acc[s]);
+                }
+            }
+        }
+    } else {
+        for (int i = 0; i < len; i++) {
+            const float w = lk_elem<DW>::load(wp, i);
+#pragma unroll
+            for (int s = 0; s < ST; s++)
+                acc[s] = __fmaf_rn(x_at<XSM>(a, b, xs, XS, s, kb, i), w, acc[s]);
+        }
+    }
+}
+
+/* The epilogue of output l for every s < S. */
+template <int ST>
+__device__ __forceinline__ void gemv_store(const gemv_args &a, int64_t b, int64_t l,
+                                           const float (&tot)[ST])
+{
+#pragma unroll
+    for (int s = 0; s < ST; s++) {
+        if (s < a.S) {
+            const float total = a.nkb == 0 ? 0.0f : tot[s]; /* K == 0 gives +0 */
+            if (a.swap)
+                lk_gemm_store(a.e, b, l, s, total);
+            else
+                lk_gemm_store(a.e, b, s, l, total);
+        }
+    }
+}
+
+/* KC: NB outputs per block, T threads per output, each taking k-blocks
+ * t, t + T, ... in rounds. */
+template <lk_dtype DW, int ST, bool XSM>
+__global__ void __launch_bounds__(256) gemv_kc_kernel(gemv_args a)
+{
+    typedef typename lk_elem<DW>::T TW;
+    extern __shared__ float4 gemv_smem4[];
+    float *xs = reinterpret_cast<float *>(gemv_smem4);
+    const int XS = a.nkb * XPAD;
+    float *part = xs + (XSM ? ST * XS : 0);
+    const int lo = threadIdx.x / a.T, t = threadIdx.x % a.T;
+    const bool active = lo < a.NB;
+
+    for (int64_t b = blockIdx.y; b < a.batch; b += gridDim.y) {
+        if (XSM) {
+            load_x<ST>(a, b, xs, XS);
+            __syncthreads();
+        }
+        const int64_t l = (int64_t)blockIdx.x * a.NB + lo;
+        const bool live = active && l < a.L;
+        const TW *wrow = (const TW *)a.w + b * a.w_bs + (live ? l : 0) * a.ldw;
+        float tot[ST];
+#pragma unroll
+        for (int s = 0; s < ST; s++)
+            tot[s] = 0.0f;
+        for (int j0 = 0; j0 < a.nkb; j0 += a.T) {
+            const int kb = j0 + t;
+            float acc[ST];
+            if (live && kb < a.nkb) {
+                chain_kc<DW, ST, XSM>(a, b, wrow, kb, xs, XS, acc);
+            } else {
+#pragma unroll
+                for (int s = 0; s < ST; s++)
+                    acc[s] = 0.0f;
+            }
+            if (active) {
+#pragma unroll
+                for (int s = 0; s < ST; s++)
+                    part[(lo * a.T + t) * ST + s] = acc[s];
+            }
+            __syncthreads();
+            if (live && t == 0) {
+                const int cnt = a.T < a.nkb - j0 ? a.T : a.nkb - j0;
+                for (int q = 0; q < cnt; q++) {
+#pragma unroll
+                    for (int s = 0; s < ST; s++) {
+                        const float p = part[(lo * a.T + q) * ST + s];
+                        /* the first block is stored, later ones added in order */
+                        tot[s] = j0 + q == 0 ? p : __fadd_rn(tot[s], p);
+                    }
+                }
+            }
+            __syncthreads();
+        }
+        if (live && t == 0)
+            gemv_store<ST>(a, b, l, tot);
+        __syncthreads(); /* xs is refilled for the next batch entry */
+    }
+}
+
+/* LC: lane = output l (32 per block), warp = k-block within a round of 8. */
+template <lk_dtype DW, int ST, bool XSM>
+__global__ void __launch_bounds__(256) gemv_lc_kernel(gemv_args a)
+{
+    typedef typename lk_elem<DW>::T TW;
+    extern __shared__ float4 gemv_smem4[];
+    float *xs = reinterpret_cast<float *>(gemv_smem4);
+    const int XS = a.nkb * XPAD;
+    float *part = xs + (XSM ? ST * XS : 0); /* [8][ST][32] */
+    const int kq = threadIdx.x / LK_WARP, lane = threadIdx.x % LK_WARP;
+
+    for (int64_t b = blockIdx.y; b < a.batch; b += gridDim.y) {
+        if (XSM) {
+            load_x<ST>(a, b, xs, XS);
+            __syncthreads();
+        }
+        const int64_t l = (int64_t)blockIdx.x * LK_WARP + lane;
+        const bool live = l < a.L;
+        const TW *wcol = (const TW *)a.w + b * a.w_bs + (live ? l : 0);
+        float tot[ST];
+#pragma unroll
+        for (int s = 0; s < ST; s++)
+            tot[s] = 0.0f;
+        for (int j0 = 0; j0 < a.nkb; j0 += 8) {
+            const int kb = j0 + kq;
+            float acc[ST];
+#pragma unroll
+            for (int s = 0; s < ST; s++)
+                acc[s] = 0.0f;
+            if (live && kb < a.nkb) {
+                const int64_t k0 = (int64_t)kb * LK_KB;
+                const int len = a.K - k0 < LK_KB ? (int)(a.K - k0) : LK_KB;
+                const TW *wp = wcol + k0 * a.ldw;
+#pragma unroll 8
+                for (int i = 0; i < len; i++) {
+                    const float w = lk_elem<DW>::load(wp, (int64_t)i * a.ldw);
+#pragma unroll
+                    for (int s = 0; s < ST; s++)
+                        acc[s] = __fmaf_rn(x_at<XSM>(a, b, xs, XS, s, kb, i), w, acc[s]);
+                }
+            }
+#pragma unroll
+            for (int s = 0; s < ST; s++)
+                part[(kq * ST + s) * LK_WARP + lane] = acc[s];
+            __syncthreads();
+            if (live && kq == 0) {
+                const int cnt = 8 < a.nkb - j0 ? 8 : a.nkb - j0;
+                for (int q = 0; q < cnt; q++) {
+#pragma unroll
+                    for (int s = 0; s < ST; s++) {
+                        const float p = part[(q * ST + s) * LK_WARP + lane];
+                        tot[s] = j0 + q == 0 ? p : __fadd_rn(tot[s], p);
+                    }
+                }
+            }
+            __syncthreads();
+        }
+        if (live && kq == 0)
+            gemv_store<ST>(a, b, l, tot);
+        __syncthreads();
+    }
+}
+
+template <lk_dtype DW, int ST>
+void launch(const gemv_args &a, bool kc, cudaStream_t st)
+{
+    const size_t xbytes = (size_t)ST * a.nkb * XPAD * sizeof(float);
+    const size_t pbytes = kc ? (size_t)a.NB * a.T * ST * sizeof(float)
+                             : (size_t)8 * ST * LK_WARP * sizeof(float);
+    const bool xsm = xbytes + pbytes <= GEMV_SMEM_MAX;
+    const size_t smem = (xsm ? xbytes : 0) + pbytes;
+    const unsigned threads = kc ? (unsigned)((a.NB * a.T + LK_WARP - 1) / LK_WARP * LK_WARP) : 256;
+    const int64_t per_block = kc ? a.NB : LK_WARP;
+    const dim3 grid(lk_grid_cap((a.L + per_block - 1) / per_block, ((int64_t)1 << 31) - 1),
+                    lk_grid_cap(a.batch, 65535));
+    if (kc) {
+        if (xsm)
+            gemv_kc_kernel<DW, ST, true><<<grid, threads, smem, st>>>(a);
+        else
+            gemv_kc_kernel<DW, ST, false><<<grid, threads, smem, st>>>(a);
+    } else {
+        if (xsm)
+            gemv_lc_kernel<DW, ST, true><<<grid, threads, smem, st>>>(a);
+        else
+            gemv_lc_kernel<DW, ST, false><<<grid, threads, smem, st>>>(a);
+    }
+}
+
+} // namespace
+
+bool lk_cuda_gemv(const lk_gemm_args *g, cudaStream_t stream, const lk_cuda_queue *q)
+{
+    (void)q;
+    const bool m_small = g->m <= LK_GEMV_MAX_S && (g->m <= g->n || g->n > LK_GEMV_MAX_S);
+    const bool n_small = !m_small && g->n <= LK_GEMV_MAX_S;
+    if (!m_small && !n_small)
+        return false;
+    gemv_args a;
+    const lk_tensor *X, *W;
+    bool kc;
+    a.swap = n_small;
+    if (m_small) { /* X = op(A), W(l = n, k) = op(B)[k, n] */
+        X = &g->a;
+        W = &g->b;
+        a.xs_s = g->ta == LK_TRANS ? 1 : g->a.ld;
+        a.xs_k = g->ta == LK_TRANS ? g->a.ld : 1;
+        kc = g->tb == LK_TRANS;
+        a.S = g->m;
+        a.L = g->n;
+    } else { /* X(s = n, k) = op(B)[k, n], W(l = m, k) = op(A)[m, k] */
+        X = &g->b;
+        W = &g->a;
+        a.xs_s = g->tb == LK_TRANS ? g->b.ld : 1;
+        a.xs_k = g->tb == LK_TRANS ? 1 : g->b.ld;
+        kc = g->ta == LK_NO_TRANS;
+        a.S = g->n;
+        a.L = g->m;
+    }
+    a.x = X->data;
+    a.xdt = X->dtype;
+    a.x_bs = X->batch_stride;
+    a.w = W->data;
+    a.ldw = W->ld;
+    a.w_bs = W->batch_stride;
+    a.K = g->k;
+    a.batch = g->batch;
+    a.nkb = (int)((g->k + LK_KB - 1) / LK_KB);
+    a.T = a.nkb < 1 ? 1 : a.nkb < 64 ? a.nkb : 64;
+    a.NB = 256 / a.T;
+    const size_t es = lk_dtype_bytes(W->dtype);
+    a.wvec = (uintptr_t)W->data % 16 == 0 && ((size_t)W->ld * es) % 16 == 0 &&
+             ((size_t)W->batch_stride * es) % 16 == 0;
+    a.e = lk_gemm_epi_make(g);
+    const int64_t S = a.S;
+    LK_FLOAT_SWITCH(W->dtype, DW, {
+        if (S == 1)
+            launch<DW, 1>(a, kc, stream);
+        else if (S == 2)
+            launch<DW, 2>(a, kc, stream);
+        else if (S <= 4)
+            launch<DW, 4>(a, kc, stream);
+        else
+            launch<DW, 8>(a, kc, stream);
+    });
+    return true;
+}

@@ -1,0 +1,100 @@
+/* Lockstep CUDA: RMSNorm and LayerNorm (docs/numerics.md section 6), one
+ * pass over global memory per row when the row fits in shared memory.
+ *
+ * RMSNorm:   ss = lane sum of fma(x_i, x_i, lane); ms = ss / (float)n;
+ *            r = 1 / sqrt(ms + eps); y_i = x_i * r (* w_i)
+ * LayerNorm: m = lane sum of x_i / (float)n; d_i = x_i - m;
+ *            ss = lane sum of fma(d_i, d_i, lane); v = ss / (float)n;
+ *            r = 1 / sqrt(v + eps); y_i = d_i * r (* w_i) (+ b_i) */
+#include "backends/cuda/rows.cuh"
+
+namespace {
+
+template <lk_dtype DX, lk_dtype DY, bool VEC, bool LAYER>
+__global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
+    norm_kernel(lk_norm_args a, lk_rows_cfg c)
+{
+    typedef typename lk_elem<DX>::T TX;
+    typedef typename lk_elem<DY>::T TY;
+    LK_ROWS_SMEM(smem);
+    const lk_group g = lk_group_make(c, smem);
+    const int64_t n = a.x.cols;
+    const float nf = __ll2float_rn(n);
+    const float eps = a.eps;
+    const void *w = a.weight.data, *b = a.bias.data;
+    const lk_dtype wdt = a.weight.dtype, bdt = a.bias.dtype;
+
+    for (LK_ROWS_FOR(c, g, r, a.x.rows)) {
+        const TX *xr = (const TX *)a.x.data + r * a.x.ld;
+        TY *yr = (TY *)a.y.data + r * a.y.ld;
+        if (g.cache) {
+            lk_row_to_cache<DX, VEC>(g, xr, n);
+            g.sync();
+        }
+        if (!LAYER) {
+            float ss = lk_row_sum<true, DX, VEC>(g, xr, n, lk_identity(), lk_identity());
+            float ms = __fdiv_rn(ss, nf);
+            float rs = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, eps)));
+            lk_row_map<DX, DY, VEC>(g, xr, yr, n, [=](int64_t i, float x) {
+                float v = __fmul_rn(x, rs);
+                if (w)
+                    v = __fmul_rn(v, lk_load_any(w, wdt, i));
+                return v;
+            });
+        } else {
+            float sum = lk_row_sum<false, DX, VEC>(g, xr, n, lk_identity(), lk_identity());
+            const float m = __fdiv_rn(sum, nf);
+            auto dev = [=](float x) { return __fsub_rn(x, m); };
+            if (g.cache) {
+                lk_cache_apply(g, n, dev); /* the cache now holds d_i */
+                g.sync();
+            }
+            float ss = lk_row_sum<true, DX, VEC>(g, xr, n, lk_identity(), dev);
+            float v = __fdiv_rn(ss, nf);
+            float rs = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(v, eps)));
+            const bool cached = g.cache != nullptr;
+            lk_row_map<DX, DY, VEC>(g, xr, yr, n, [=](int64_t i, float x) {
+                float t = __fmul_rn(cached ? x : __fsub_rn(x, m), rs);
+                if (w)
+                    t = __fmul_rn(t, lk_load_any(w, wdt, i));
+                if (b)
+                    t = __fadd_rn(t, lk_load_any(b, bdt, i));
+                return t;
+            });
+        }
+        g.sync(); /* the next row refills the cache */
+    }
+}
+
+template <bool LAYER>
+lk_status norm_launch(void *queue, const lk_norm_args *a, const char *what)
+{
+    lk_op_scope op(queue, what);
+    if (!op.ok())
+        return op.status();
+    const int64_t n = a->x.cols;
+    if (n > LK_ROW_MAX)
+        return op.fail(LK_ERR_UNSUPPORTED, "%s: rows of more than 2^36 elements", what);
+    lk_rows_cfg c = lk_rows_plan(a->x.rows, n, true);
+    const bool vec = lk_rows_aligned(a->x, 4 * lk_dtype_bytes(a->x.dtype)) &&
+                     lk_rows_aligned(a->y, 4 * lk_dtype_bytes(a->y.dtype));
+    LK_FLOAT_SWITCH(a->x.dtype, DX, LK_FLOAT_SWITCH(a->y.dtype, DY, {
+        if (vec)
+            LK_ROWS_LAUNCH((norm_kernel<DX, DY, true, LAYER>), c, op.stream(), *a, c);
+        else
+            LK_ROWS_LAUNCH((norm_kernel<DX, DY, false, LAYER>), c, op.stream(), *a, c);
+    }));
+    return op.launched();
+}
+
+} // namespace
+
+extern "C" lk_status lk_cuda_rmsnorm(void *queue, const lk_norm_args *a)
+{
+    return norm_launch<false>(queue, a, "lk_rmsnorm");
+}
+
+extern "C" lk_status lk_cuda_layernorm(void *queue, const lk_norm_args *a)
+{
+    return norm_launch<true>(queue, a, "lk_layernorm");
+}

@@ -1,0 +1,93 @@
+/* Lockstep CUDA: softmax and log-softmax (docs/numerics.md section 6), one
+ * pass over global memory per row when the row fits in shared memory.
+ *
+ * mx = maximum over the row (order-free); t_i = x_i - mx; e_i = exp(t_i)
+ * (the library's exp); s = lane sum of e_i;
+ * softmax: y_i = e_i / s;   log-softmax: y_i = t_i - log(s). */
+#include "backends/cuda/math.cuh"
+#include "backends/cuda/rows.cuh"
+
+namespace {
+
+struct exp_fn {
+    __device__ __forceinline__ float operator()(float t) const { return lk_cu_exp(t); }
+};
+
+template <lk_dtype DX, lk_dtype DY, bool VEC, bool LOG>
+__global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
+    softmax_kernel(lk_softmax_args a, lk_rows_cfg c)
+{
+    typedef typename lk_elem<DX>::T TX;
+    typedef typename lk_elem<DY>::T TY;
+    LK_ROWS_SMEM(smem);
+    const lk_group g = lk_group_make(c, smem);
+    const int64_t n = a.x.cols;
+    const bool cached = g.cache != nullptr;
+
+    for (LK_ROWS_FOR(c, g, r, a.x.rows)) {
+        const TX *xr = (const TX *)a.x.data + r * a.x.ld;
+        TY *yr = (TY *)a.y.data + r * a.y.ld;
+        if (cached) {
+            lk_row_to_cache<DX, VEC>(g, xr, n);
+            g.sync();
+        }
+        const float mx = lk_row_fold<DX>(g, xr, n, __uint_as_float(0xff800000u), lk_identity(),
+                                         lk_op_maximum());
+        auto shift = [=](float x) { return __fsub_rn(x, mx); };
+        auto shift_exp = [=](float x) { return lk_cu_exp(__fsub_rn(x, mx)); };
+        if (!LOG) {
+            if (cached) {
+                lk_cache_apply(g, n, shift_exp); /* the cache now holds e_i */
+                g.sync();
+            }
+            const float s = lk_row_sum<false, DX, VEC>(g, xr, n, lk_identity(), shift_exp);
+            lk_row_map<DX, DY, VEC>(g, xr, yr, n, [=](int64_t, float x) {
+                return __fdiv_rn(cached ? x : shift_exp(x), s);
+            });
+        } else {
+            if (cached) {
+                lk_cache_apply(g, n, shift); /* the cache now holds t_i */
+                g.sync();
+            }
+            const float s = lk_row_sum<false, DX, VEC>(g, xr, n, exp_fn(), shift_exp);
+            const float ls = lk_cu_log(s);
+            lk_row_map<DX, DY, VEC>(g, xr, yr, n, [=](int64_t, float x) {
+                return __fsub_rn(cached ? x : shift(x), ls);
+            });
+        }
+        g.sync(); /* the next row refills the cache */
+    }
+}
+
+template <bool LOG>
+lk_status softmax_launch(void *queue, const lk_softmax_args *a, const char *what)
+{
+    lk_op_scope op(queue, what);
+    if (!op.ok())
+        return op.status();
+    const int64_t n = a->x.cols;
+    if (n > LK_ROW_MAX)
+        return op.fail(LK_ERR_UNSUPPORTED, "%s: rows of more than 2^36 elements", what);
+    lk_rows_cfg c = lk_rows_plan(a->x.rows, n, true);
+    const bool vec = lk_rows_aligned(a->x, 4 * lk_dtype_bytes(a->x.dtype)) &&
+                     lk_rows_aligned(a->y, 4 * lk_dtype_bytes(a->y.dtype));
+    LK_FLOAT_SWITCH(a->x.dtype, DX, LK_FLOAT_SWITCH(a->y.dtype, DY, {
+        if (vec)
+            LK_ROWS_LAUNCH((softmax_kernel<DX, DY, true, LOG>), c, op.stream(), *a, c);
+        else
+            LK_ROWS_LAUNCH((softmax_kernel<DX, DY, false, LOG>), c, op.stream(), *a, c);
+    }));
+    return op.launched();
+}
+
+} // namespace
+
+extern "C" lk_status lk_cuda_softmax(void *queue, const lk_softmax_args *a)
+{
+    return softmax_launch<false>(queue, a, "lk_softmax");
+}
+
+extern "C" lk_status lk_cuda_log_softmax(void *queue, const lk_softmax_args *a)
+{
+    return softmax_launch<true>(queue, a, "lk_log_softmax");
+}

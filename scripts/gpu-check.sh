@@ -1,0 +1,251 @@
+#! /bin/sh
+# scripts/gpu-check.sh [STAGE...] -- build a `make dist` tarball with CUDA on
+# the GPU test host and run everything that needs the GPU.
+#
+# Run from the repository root, where lockstep-*.tar.gz lies (made here by
+# `make dist`; the GPU host needs neither libtool nor network: the tarball
+# has configure and ltmain.sh).  Stages, in order (default: all of them):
+#
+#   build       unpack into $BUILD_ROOT, configure --with-cuda
+#               --disable-dependency-tracking, make
+#   check       make check (the contract test runs cuda:0 against ref)
+#   lockcheck   lockstep check (every op on every device, bits compared)
+#   memcheck    compute-sanitizer --tool memcheck on tests/test_cuda
+#   racecheck   compute-sanitizer --tool racecheck on tests/test_cuda
+#   bench       backends/cuda/lockstep-cuda-bench, then PyTorch's figures
+#               for the same work when python3 has torch
+#
+# Environment:
+#   OUT         logs go there (default /tmp/out)
+#   BUILD_ROOT  where the tarball is unpacked (default /tmp/lockstep-gpu-check);
+#               an existing build of the same tarball is reused
+#   JOBS        make -j (default: the number of CPUs)
+#   CUDA_HOME   the toolkit (default: nvcc on PATH, else /usr/local/cuda)
+#   ARCH        nvcc -gencode flags; default: only this GPU's architecture
+#               (fast); ARCH=fat builds the shipped fat binary
+#   BENCH_ARGS  extra arguments for the benchmark (e.g. --quick)
+#   TIMEOUT     seconds per sanitizer run (default 480)
+#
+# The summary table is printed last; the exit status is the number of
+# failed stages.
+
+OUT=${OUT:-/tmp/out}
+BUILD_ROOT=${BUILD_ROOT:-/tmp/lockstep-gpu-check}
+JOBS=${JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 4)}
+TIMEOUT=${TIMEOUT:-480}
+STAGES=${*:-build check lockcheck memcheck racecheck bench}
+mkdir -p "$OUT" "$BUILD_ROOT" || exit 1
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+FAILED=0
+SRC_ROOT=$(pwd)
+
+note() { printf '%s\n' "$*" | tee -a "$OUT/gpu-check.log"; }
+
+# record STAGE STATUS SECONDS DETAIL
+record() {
+  printf '%-10s %-7s %6ss  %s\n' "$1" "$2" "$3" "$4" >> "$SUMMARY"
+  case $2 in FAIL) FAILED=$((FAILED + 1)) ;; esac
+}
+
+now() { date +%s; }
+
+# ------------------------------------------------------------ environment
+
+if test -n "$CUDA_HOME"; then :
+elif command -v nvcc >/dev/null 2>&1; then CUDA_HOME=$(dirname "$(dirname "$(command -v nvcc)")")
+else CUDA_HOME=/usr/local/cuda
+fi
+PATH=$CUDA_HOME/bin:$PATH
+export PATH
+SANITIZER=$CUDA_HOME/bin/compute-sanitizer
+test -x "$SANITIZER" || SANITIZER=$(command -v compute-sanitizer 2>/dev/null)
+
+{
+  echo "== gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) stages: $STAGES"
+  nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv 2>&1
+  "$CUDA_HOME/bin/nvcc" --version 2>&1 | tail -2
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+if test -z "$ARCH"; then
+  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+  case $cc in
+    [0-9][0-9]|[0-9][0-9][0-9]) ARCH="-gencode arch=compute_$cc,code=sm_$cc" ;;
+    *) ARCH=fat ;;
+  esac
+fi
+
+TARBALL=$(ls -t "$SRC_ROOT"/lockstep-*.tar.gz 2>/dev/null | head -1)
+if test -z "$TARBALL"; then
+  note "no lockstep-*.tar.gz in $SRC_ROOT (run make dist first)"
+  record tarball FAIL 0 "no tarball"
+  cat "$SUMMARY"
+  exit 1
+fi
+NAME=$(basename "$TARBALL" .tar.gz)
+B=$BUILD_ROOT/$NAME/_build
+STAMP=$BUILD_ROOT/$NAME.stamp
+
+# -------------------------------------------------------------- stages
+
+stage_build() {
+  t0=$(now)
+  want="$(cksum < "$TARBALL") $ARCH"
+  if test -f "$STAMP" && test "$(cat "$STAMP")" = "$want" && test -x "$B/tests/test_cuda"; then
+    record build ok 0 "reused $B"
+    return
+  fi
+  rm -rf "${BUILD_ROOT:?}/${NAME:?}" "$STAMP"
+  ( cd "$BUILD_ROOT" && tar xzf "$TARBALL" ) > "$OUT/build.log" 2>&1 || {
+    record build FAIL $(($(now) - t0)) "tar failed (build.log)"; return; }
+  mkdir -p "$B"
+  if test "$ARCH" = fat; then arch_arg=""; else arch_arg="CUDA_ARCH_FLAGS=$ARCH"; fi
+  ( cd "$B" && ../configure --with-cuda="$CUDA_HOME" --disable-dependency-tracking \
+      ${arch_arg:+"$arch_arg"} && make -j"$JOBS" && make -j"$JOBS" check TESTS= ) \
+      >> "$OUT/build.log" 2>&1
+  st=$?
+  grep -E "warning:" "$OUT/build.log" > "$OUT/build-warnings.log"
+  nwarn=$(wc -l < "$OUT/build-warnings.log" | tr -d ' ')
+  if test $st -eq 0; then
+    echo "$want" > "$STAMP"
+    record build ok $(($(now) - t0)) "$nwarn warning lines; ARCH=$ARCH"
+  else
+    record build FAIL $(($(now) - t0)) "see build.log"
+  fi
+}
+
+stage_check() {
+  t0=$(now)
+  ( cd "$B" && make -j"$JOBS" check ) > "$OUT/check.log" 2>&1
+  st=$?
+  for f in "$B"/tests/*.log; do
+    test -f "$f" && cp "$f" "$OUT/check-$(basename "$f")"
+  done
+  res=$(grep -E "^# (TOTAL|PASS|SKIP|FAIL|ERROR):" "$OUT/check.log" | tr -s ' ' | tr '\n' ' ')
+  cuda_lines=$(grep -c "on cuda:0" "$B/tests/test_contract.log" 2>/dev/null)
+  cuda_bad=$(grep -E "^not ok" "$B/tests/test_contract.log" 2>/dev/null | grep -c "cuda:0")
+  if test $st -eq 0; then
+    record check ok $(($(now) - t0)) "$res; contract: $cuda_lines cuda:0 lines, $cuda_bad not ok"
+  else
+    record check FAIL $(($(now) - t0)) "$res; contract cuda:0 not ok: $cuda_bad (check.log)"
+  fi
+}
+
+stage_lockcheck() {
+  t0=$(now)
+  ( cd "$B" && LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" ./tools/lockstep info &&
+    LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" ./tools/lockstep check ) \
+      > "$OUT/lockstep-check.log" 2>&1
+  st=$?
+  last=$(tail -3 "$OUT/lockstep-check.log" | tr -s ' \n' ' ')
+  if test $st -eq 0; then
+    record lockcheck ok $(($(now) - t0)) "$last"
+  else
+    record lockcheck FAIL $(($(now) - t0)) "$last"
+  fi
+}
+
+sanitize() { # TOOL
+  t0=$(now)
+  if test -z "$SANITIZER"; then
+    record "$1" SKIP 0 "compute-sanitizer not found"
+    return
+  fi
+  ( cd "$B" && LOCKSTEP_CUDA_TEST_SMALL=1 timeout "$TIMEOUT" ./libtool --mode=execute \
+      "$SANITIZER" --tool "$1" --error-exitcode 99 --print-limit 20 tests/test_cuda ) \
+      > "$OUT/$1.log" 2>&1
+  st=$?
+  errs=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/$1.log" | tail -1)
+  notok=$(grep -c "^not ok" "$OUT/$1.log")
+  case $st in
+    0) record "$1" ok $(($(now) - t0)) "${errs:-no summary}; not ok: $notok" ;;
+    124) record "$1" FAIL $(($(now) - t0)) "timed out after ${TIMEOUT}s" ;;
+    *) record "$1" FAIL $(($(now) - t0)) "exit $st; ${errs:-no summary}; not ok: $notok" ;;
+  esac
+}
+
+stage_bench() {
+  t0=$(now)
+  # shellcheck disable=SC2086 # BENCH_ARGS is a list of words
+  ( cd "$B" && ./backends/cuda/lockstep-cuda-bench $BENCH_ARGS ) > "$OUT/bench.log" 2>&1
+  st=$?
+  cat "$OUT/bench.log"
+  if command -v python3 >/dev/null 2>&1 && python3 -c "import torch; assert torch.cuda.is_available()" \
+      >/dev/null 2>&1; then
+    python3 - > "$OUT/bench-torch.log" 2>&1 <<'PY'
+import torch, torch.nn.functional as F
+torch.backends.cuda.matmul.allow_tf32 = False
+def med(f, n=11):
+    f(); f(); torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    inner = 1
+    while True:
+        s.record()
+        for _ in range(inner): f()
+        e.record(); e.synchronize()
+        ms = s.elapsed_time(e)
+        if ms >= 2.0 or inner >= 16384: break
+        inner *= int(2.0 / ms) + 1 if ms > 0.2 else 10
+    t = []
+    for _ in range(n):
+        s.record()
+        for _ in range(inner): f()
+        e.record(); e.synchronize()
+        t.append(1000.0 * s.elapsed_time(e) / inner)
+    return sorted(t)[n // 2]
+x = torch.randn(1 << 28, device="cuda")
+print("torch sum f32 1x268435456 %.1f us" % med(lambda: x.sum()))
+del x
+for r, c in ((4096, 4096), (16384, 8192)):
+    a = torch.randn(r, c, device="cuda"); w = torch.randn(c, device="cuda"); b = torch.randn(c, device="cuda")
+    if hasattr(F, "rms_norm"):
+        print("torch rmsnorm f32 %dx%d %.1f us" % (r, c, med(lambda: F.rms_norm(a, (c,), w, 1e-6))))
+    print("torch layernorm f32 %dx%d %.1f us" % (r, c, med(lambda: F.layer_norm(a, (c,), w, b, 1e-5))))
+    print("torch softmax f32 %dx%d %.1f us" % (r, c, med(lambda: torch.softmax(a, -1))))
+    del a
+for n, k in ((6912, 2560), (2560, 6912), (2560, 2560), (128256, 2560)):
+    W = torch.randn(n, k, device="cuda", dtype=torch.bfloat16); v = torch.randn(1, k, device="cuda", dtype=torch.bfloat16)
+    print("torch gemv bf16 %dx%d %.1f us" % (n, k, med(lambda: F.linear(v, W))))
+    del W
+PY
+    cat "$OUT/bench-torch.log"
+    ours=$(sed -n 's/^sum f32 1x268435456 *\([0-9.]*\) us.*/\1/p' "$OUT/bench.log")
+    theirs=$(sed -n 's/^torch sum f32 1x268435456 \([0-9.]*\) us/\1/p' "$OUT/bench-torch.log")
+    if test -n "$ours" && test -n "$theirs"; then
+      awk -v a="$ours" -v b="$theirs" 'BEGIN { r = b / a; printf "target  %-58s %6.2f (goal >= 0.95)  %s\n", "sum f32 2^28 vs torch.sum", r, r >= 0.95 ? "MET" : "MISSED" }' \
+          | tee -a "$OUT/bench.log"
+    fi
+  else
+    echo "(no PyTorch with CUDA in python3: torch figures skipped)" > "$OUT/bench-torch.log"
+  fi
+  missed=$(grep -c "MISSED" "$OUT/bench.log")
+  met=$(grep -c " MET$" "$OUT/bench.log")
+  if test $st -eq 0; then
+    record bench ok $(($(now) - t0)) "targets met $met, missed $missed (bench.log)"
+  else
+    record bench FAIL $(($(now) - t0)) "exit $st (bench.log)"
+  fi
+}
+
+for s in $STAGES; do
+  case $s in
+    build) stage_build ;;
+    check) stage_check ;;
+    lockcheck) stage_lockcheck ;;
+    memcheck) sanitize memcheck ;;
+    racecheck) sanitize racecheck ;;
+    bench) stage_bench ;;
+    *) note "unknown stage $s"; record "$s" FAIL 0 "unknown stage" ;;
+  esac
+  if test "$s" = build && grep -q "^build *FAIL" "$SUMMARY"; then
+    break
+  fi
+done
+
+echo
+echo "== gpu-check summary ($NAME on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1); logs in $OUT)"
+printf '%-10s %-7s %7s  %s\n' stage status time detail
+cat "$SUMMARY"
+grep "^target" "$OUT/bench.log" 2>/dev/null
+exit $FAILED
