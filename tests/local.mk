@@ -1,1 +1,63 @@
-# tests
+# Tests: TAP programs run through automake's tap-driver.sh.
+#
+# Add a test by appending, e.g.
+#   check_PROGRAMS += tests/test_foo
+#   TESTS += tests/test_foo
+#   tests_test_foo_LDADD = liblockstep.la
+# Every test runs with LOCKSTEP_DRIVER_PATH pointing at the uninstalled
+# test-only driver modules (tests/drivers), so "test:0" is one of its
+# devices; append further module directories (a CUDA module) to
+# tests_driver_path.
+LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-driver.sh
+tests_driver_path = $(abs_top_builddir)/tests/drivers/.libs$(lk_cuda_driver_path)
+AM_TESTS_ENVIRONMENT = \
+	LOCKSTEP_DRIVER_PATH='$(tests_driver_path)'; export LOCKSTEP_DRIVER_PATH;
+noinst_HEADERS += tests/tap.h
+
+# Test-only driver modules: built for `make check`, never installed.  A
+# module without -rpath would be a convenience archive, hence the dummy one.
+tests_module_ldflags = -module -avoid-version -shared -no-undefined \
+	-rpath $(abs_top_builddir)/tests/drivers
+check_LTLIBRARIES += tests/drivers/lockstep-testdrv.la \
+	tests/drivers/lockstep-badabi.la tests/drivers/lockstep-testdup.la
+tests_drivers_lockstep_testdrv_la_SOURCES = tests/drivers/testdrv.c core/ref_stubs.c
+tests_drivers_lockstep_testdrv_la_LDFLAGS = $(AM_LDFLAGS) $(tests_module_ldflags)
+tests_drivers_lockstep_testdrv_la_LIBADD = backends/ref/libref.la
+tests_drivers_lockstep_badabi_la_SOURCES = tests/drivers/badabi.c
+tests_drivers_lockstep_badabi_la_LDFLAGS = $(AM_LDFLAGS) $(tests_module_ldflags)
+tests_drivers_lockstep_testdup_la_SOURCES = tests/drivers/testdup.c
+tests_drivers_lockstep_testdup_la_LDFLAGS = $(AM_LDFLAGS) $(tests_module_ldflags)
+
+# The public API: every function's bad inputs, and the happy paths.
+check_PROGRAMS += tests/test_api
+TESTS += tests/test_api
+tests_test_api_LDADD = liblockstep.la
+
+# Driver modules: loading, refusing, the search path, test:0 against ref.
+check_PROGRAMS += tests/test_plugin
+TESTS += tests/test_plugin
+tests_test_plugin_LDADD = liblockstep.la
+
+# The contract matrix (tools/matrix.h) on every device against the
+# reference; batch, run-to-run and thread-count invariance; a hostile
+# caller (FTZ/DAZ, round-toward-zero).  tests/test_install.sh is run by CI
+# against an installed copy (`make install DESTDIR=...`), not by `make check`.
+check_PROGRAMS += tests/test_contract tests/test_invariance tests/test_hostile
+TESTS += tests/test_contract tests/test_invariance tests/test_hostile
+tests_test_contract_LDADD = tools/libmatrix.la liblockstep.la
+tests_test_invariance_LDADD = tools/libmatrix.la liblockstep.la
+tests_test_hostile_LDADD = tools/libmatrix.la liblockstep.la
+EXTRA_DIST += tests/test_install.sh
+
+# The reference GEMM, integer GEMM, quantisation, packing and binary
+# kernels against independent computations: links the kernels alone, with
+# its own lk_error, so it does not depend on the core.
+check_PROGRAMS += tests/test_ref_kernels
+TESTS += tests/test_ref_kernels
+tests_test_ref_kernels_LDADD = backends/ref/libref.la
+
+# The reference reductions, norms and softmax against a literal version of
+# numerics.md sections 5 and 6, edge values, and float64 accuracy bounds.
+check_PROGRAMS += tests/test_ref_reduce
+TESTS += tests/test_ref_reduce
+tests_test_ref_reduce_LDADD = backends/ref/libref.la
