@@ -177,7 +177,8 @@ LK_SCALAR float lk_tanhf(float x)
     float yl = 1.0f - 2.0f / (e + 1.0f);
     yl = lk_bits_f32(lk_f32_bits(yl) | (lk_f32_bits(x) & 0x80000000u));
     float y = ax < LK_TANH_SPLIT ? ys : yl;
-    return lk_isnan(x) ? x : y;
+    /* x (z p) is +0 for x = -0 (p < 0), and -0 + +0 is +0 */
+    return lk_isnan(x) || x == 0.0f ? x : y;
 }
 
 /* ---------------------------------------------------------------- erf
@@ -235,17 +236,21 @@ LK_SCALAR float lk_erff(float x)
 }
 
 /* ------------------------------------------- sigmoid, SiLU, tanh-GELU
- * m * sigmoid(v) = n / (1 + e), e = e^-|v|, n = m for v >= 0 and m e for
- * v < 0: e never overflows, and for v < 0 the result is formed from e^v
- * directly, so it keeps its relative accuracy down to the subnormals (m e
- * is scaled like e itself, rounding once).  The quotient is corrected by
- * its remainder and by the rounding error of 1 + e, so that the result
- * rounds about once.  Callers keep |m| >= 1 wherever k < 0 can be large
- * (|v| >= 87 means |m| >= 8 for SiLU and GELU), so m p s1 stays normal. */
-LK_SCALAR float lk_mul_sigmoidf(float m, float v)
+ * m * sigmoid(v + ve) = n / (1 + e), e = e^-|v + ve|, n = m for v >= 0 and
+ * m e for v < 0 (ve is a small correction of v, 0 but for tanh-GELU):
+ * - e never overflows, and for v < 0 the result is formed from e^v
+ *   directly, so it keeps its relative accuracy down to the subnormals
+ *   (m e is scaled like e itself, rounding once);
+ * - e^-|v + ve| = e^-|v| (1 - sign(v) ve), applied to the p of exp;
+ * - the quotient is corrected by its remainder and by the rounding error
+ *   of 1 + e, so that the result rounds about once.
+ * Callers keep |m| >= 8 wherever |v| >= 87 (k < -125), so m p s1 stays
+ * normal. */
+LK_SCALAR float lk_mul_sigmoidf(float m, float v, float ve)
 {
     float s1, s2;
     float p = lk_exp_parts(-lk_fabs(v), &s1, &s2);
+    p = fmaf(p, v >= 0.0f ? -ve : ve, p);
     float e = (p * s1) * s2;
     float n = v >= 0.0f ? m : ((m * p) * s1) * s2;
     float d = 1.0f + e;
@@ -261,7 +266,7 @@ LK_SCALAR float lk_mul_sigmoidf(float m, float v)
 
 LK_SCALAR float lk_sigmoidf(float x)
 {
-    float y = lk_mul_sigmoidf(1.0f, x);
+    float y = lk_mul_sigmoidf(1.0f, x, 0.0f);
     return lk_isnan(x) ? x : y;
 }
 
@@ -272,66 +277,94 @@ LK_SCALAR float lk_sigmoidf(float x)
 LK_SCALAR float lk_siluf(float x)
 {
     float xc = x > LK_SILU_LO ? x : LK_SILU_LO; /* NaN -> LO */
-    float y = lk_mul_sigmoidf(xc, xc);
+    float y = lk_mul_sigmoidf(xc, xc, 0.0f);
     return lk_isnan(x) ? x : y;
 }
 
 /* 0.5 x (1 + tanh(u)) = x sigmoid(2u): the form without the cancellation
- * of 1 + tanh(u) for u < 0.  2u = x (K0 + K1 x^2). */
-#define LK_GELU_K0 0x1.988454p+0f     /* 2 sqrt(2 / pi) */
-#define LK_GELU_K1 0x1.2444f2p-4f     /* 2 sqrt(2 / pi) * 0.044715 */
+ * of 1 + tanh(u) for u < 0.  v = 2u = x (K0 + K1 x^2) is carried as
+ * v + ve (the constants and the square in two parts, the sums by 2Sum):
+ * sigmoid(v) has the condition number |v| (1 - sigmoid(v)), up to 100
+ * here, which would multiply every rounding of a plain f32 v. */
+#define LK_GELU_K0 0x1.988454p+0f     /* 2 sqrt(2 / pi) ... */
+#define LK_GELU_K0_LO (-0x1.857936p-25f) /* ... + this */
+#define LK_GELU_K1 0x1.2444f2p-4f     /* 2 sqrt(2 / pi) * 0.044715 ... */
+#define LK_GELU_K1_LO 0x1.49b16ap-29f /* ... + this */
+/* Above 64, v > 2^14 and the result is x itself: v is formed from
+ * min(x, 64) so that x^3 cannot overflow into Inf - Inf. */
+#define LK_GELU_VMAX 0x1p6f
 
 LK_SCALAR float lk_gelu_tanhf(float x)
 {
     float xc = x > LK_SILU_LO ? x : LK_SILU_LO; /* NaN -> LO */
-    float v = xc * fmaf(LK_GELU_K1, xc * xc, LK_GELU_K0);
-    float y = lk_mul_sigmoidf(xc, v);
+    float xv = xc < LK_GELU_VMAX ? xc : LK_GELU_VMAX;
+    float z = xv * xv;
+    float ze = fmaf(xv, xv, -z);                  /* x^2 = z + ze exactly */
+    float pz = LK_GELU_K1 * z;
+    float pze = fmaf(LK_GELU_K1, z, -pz);         /* K1 z = pz + pze exactly */
+    float m = LK_GELU_K0 + pz;
+    float mb = m - LK_GELU_K0;                    /* 2Sum: K0 + pz = m + me */
+    float me = (LK_GELU_K0 - (m - mb)) + (pz - mb);
+    float ml = me + (pze + fmaf(LK_GELU_K1, ze, fmaf(LK_GELU_K1_LO, z, LK_GELU_K0_LO)));
+    float v = xv * m;
+    float ve = fmaf(xv, ml, fmaf(xv, m, -v));     /* x (m + ml) = v + ve */
+    float y = lk_mul_sigmoidf(xc, v, ve);
     return lk_isnan(x) ? x : y;
 }
 
 /* ------------------------------------------------------------ erf-GELU
  * 0.5 x (1 + erf(x / sqrt 2)) = x Phi(x), Phi the normal CDF.  With
- * t = min(|x|, 16): Phi(-t) = W(q) / (t + 5) * e^(-t^2 / 2),
- * q = (t - 5) / (t + 5) in [-1, 0.524), the square carried exactly as
- * s + se.  x < 0: -t Phi(-t); x >= 0: x - t Phi(-t) in one rounding.
- * (No cancellation in either half: the naive 1 + erf(z) loses all its
- * digits for x below about -4.) */
-#define LK_GELU_TMAX 16.0f            /* Phi(-16) < 2^-150 */
-#define LK_GELU_C 5.0f
-/* W(q) ~ Phi(-t) e^(t^2 / 2) (t + 5); error relative to W below 2^-27.7 */
-#define LK_GELU_W0 0x1.89d3acp-1f
-#define LK_GELU_W1 (-0x1.54ad04p-1f)
-#define LK_GELU_W2 0x1.fb315ep-2f
-#define LK_GELU_W3 (-0x1.410efap-2f)
-#define LK_GELU_W4 0x1.51f65ap-3f
-#define LK_GELU_W5 (-0x1.1b11f6p-4f)
-#define LK_GELU_W6 0x1.54d9a6p-6f
-#define LK_GELU_W7 (-0x1.8eab94p-9f)
-#define LK_GELU_W8 (-0x1.c67f42p-11f)
-#define LK_GELU_W9 0x1.3d647cp-11f
-#define LK_GELU_W10 0x1.59d254p-14f
+ * t = min(|x|, 16) and r = 1 / (t + 3):
+ *     t Phi(-t) = (W(t r) r t) e^(-t^2 / 2),
+ * W(s) a polynomial in s = t / (t + 3) in [0, 0.842), the square carried
+ * exactly as sq + sqe and the power of two of the exponential applied last,
+ * so that a subnormal result rounds once.  x < 0: -t Phi(-t);
+ * x >= 0: x - t Phi(-t) in one rounding.  (No cancellation in either half:
+ * the naive 1 + erf(z) loses all its digits for x below about -4.) */
+#define LK_GELU_TMAX 16.0f            /* 16 Phi(-16) < 2^-150 */
+#define LK_GELU_C 3.0f
+#define LK_GELU_S0 0x1.bp-2f          /* 0.421875, the middle of s's range */
+/* W(s) ~ Phi(-t) e^(t^2 / 2) (t + 3), t = 3 s / (1 - s), as a polynomial
+ * in s - S0; error relative to W below 2^-25.1 (most of it the rounding
+ * of W0) */
+#define LK_GELU_W0 0x1.a1005ep-1f
+#define LK_GELU_W1 (-0x1.2b42dap+0f)
+#define LK_GELU_W2 0x1.00647ep+0f
+#define LK_GELU_W3 (-0x1.4077fcp-2f)
+#define LK_GELU_W4 (-0x1.f85e8ap-3f)
+#define LK_GELU_W5 0x1.6ab174p-3f
+#define LK_GELU_W6 0x1.f324fep-4f
+#define LK_GELU_W7 (-0x1.4615e4p-4f)
+#define LK_GELU_W8 (-0x1.3c84c4p-4f)
+#define LK_GELU_W9 0x1.2acc2p-6f
+#define LK_GELU_W10 0x1.59ed82p-6f
 
 LK_SCALAR float lk_gelu_erff(float x)
 {
     float ax = lk_fabs(x);
     float t = ax < LK_GELU_TMAX ? ax : LK_GELU_TMAX; /* NaN -> TMAX */
     float r = 1.0f / (t + LK_GELU_C);
-    float q = fmaf(-2.0f * LK_GELU_C, r, 1.0f);
-    float w = fmaf(LK_GELU_W10, q, LK_GELU_W9);
-    w = fmaf(w, q, LK_GELU_W8);
-    w = fmaf(w, q, LK_GELU_W7);
-    w = fmaf(w, q, LK_GELU_W6);
-    w = fmaf(w, q, LK_GELU_W5);
-    w = fmaf(w, q, LK_GELU_W4);
-    w = fmaf(w, q, LK_GELU_W3);
-    w = fmaf(w, q, LK_GELU_W2);
-    w = fmaf(w, q, LK_GELU_W1);
-    w = fmaf(w, q, LK_GELU_W0);
-    float s = t * t;
-    float se = fmaf(t, t, -s);                    /* t^2 = s + se exactly */
-    float f = (w * r) * lk_expf(-0.5f * s);
-    float phi = fmaf(f, -0.5f * se, f);           /* times e^(-se / 2) */
-    float y = x < 0.0f ? -t * phi : fmaf(-t, phi, x);
+    float s = t * r;
+    float c = s - LK_GELU_S0;
+    float w = fmaf(LK_GELU_W10, c, LK_GELU_W9);
+    w = fmaf(w, c, LK_GELU_W8);
+    w = fmaf(w, c, LK_GELU_W7);
+    w = fmaf(w, c, LK_GELU_W6);
+    w = fmaf(w, c, LK_GELU_W5);
+    w = fmaf(w, c, LK_GELU_W4);
+    w = fmaf(w, c, LK_GELU_W3);
+    w = fmaf(w, c, LK_GELU_W2);
+    w = fmaf(w, c, LK_GELU_W1);
+    w = fmaf(w, c, LK_GELU_W0);
+    float a = (w * r) * t;                        /* t Phi(-t) e^(t^2 / 2) */
+    float sq = t * t;
+    float sqe = fmaf(t, t, -sq);                  /* t^2 = sq + sqe exactly */
+    float s1, s2;
+    float p = lk_exp_parts(-0.5f * sq, &s1, &s2);
+    p = fmaf(p, -0.5f * sqe, p);                  /* times e^(-sqe / 2) */
+    float u = a * p;
+    float tail = (u * s1) * s2;                   /* t Phi(-t) */
+    float y = x < 0.0f ? -tail : fmaf(-u, s1 * s2, x);
     return lk_isnan(x) ? x : y;
 }
 

@@ -84,6 +84,7 @@ LK_CLONES static void copy_span(unsigned char *d, const unsigned char *s, size_t
     }
 }
 
+#ifdef LK_HAVE_OPENMP
 /* Part t of nt of [0, bytes) in whole 128-byte blocks. */
 static void part(size_t bytes, int t, int nt, size_t *b, size_t *e)
 {
@@ -91,6 +92,7 @@ static void part(size_t bytes, int t, int nt, size_t *b, size_t *e)
     *b = blocks * (size_t)t / (size_t)nt * 128;
     *e = blocks * (size_t)(t + 1) / (size_t)nt * 128;
 }
+#endif
 
 unsigned long long lk_peer_read(const void *p, size_t bytes, int threads)
 {

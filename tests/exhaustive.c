@@ -18,101 +18,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
-#include "backends/ref/transcendental.h"
-
-static float bits_f32(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
-/* ---- references in double: identities that have no cancellation ---- */
-
-static double ref_exp(double x)
-{
-    return exp(x);
-}
-
-static double ref_log(double x)
-{
-    return log(x);
-}
-
-static double ref_tanh(double x)
-{
-    return tanh(x);
-}
-
-static double ref_erf(double x)
-{
-    return erf(x);
-}
-
-static double ref_sigmoid(double x)
-{
-    return 1.0 / (1.0 + exp(-x));
-}
-
-static double ref_silu(double x)
-{
-    if (isinf(x))
-        return x > 0 ? x : -0.0;
-    return x / (1.0 + exp(-x));
-}
-
-/* 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3) */
-static double ref_gelu_tanh(double x)
-{
-    if (isinf(x))
-        return x > 0 ? x : -0.0;
-    double v = 2.0 * sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
-    return x / (1.0 + exp(-v));
-}
-
-/* 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2) */
-static double ref_gelu_erf(double x)
-{
-    if (isinf(x))
-        return x > 0 ? x : -0.0;
-    return 0.5 * x * erfc(-x * M_SQRT1_2);
-}
-
-typedef struct fn {
-    const char *name;
-    float (*f)(float);
-    double (*ref)(double);
-    double bound; /* ulps, as docs/numerics.md section 10 states it */
-} fn;
-
-static const fn fns[] = {
-    {"exp", lk_ref_expf, ref_exp, 1.0},
-    {"log", lk_ref_logf, ref_log, 1.0},
-    {"tanh", lk_ref_tanhf, ref_tanh, 2.0},
-    {"erf", lk_ref_erff, ref_erf, 2.0},
-    {"sigmoid", lk_ref_sigmoidf, ref_sigmoid, 2.0},
-    {"silu", lk_ref_siluf, ref_silu, 3.0},
-    {"gelu_tanh", lk_ref_gelu_tanhf, ref_gelu_tanh, 1024.0},
-    {"gelu_erf", lk_ref_gelu_erff, ref_gelu_erf, 4.0},
-};
-
-/* Error of y in ulps of the exact result r; HUGE_VAL for a NaN mismatch. */
-static double ulp_error(float y, double r)
-{
-    if (isnan(r) || isnan(y))
-        return isnan(r) && isnan(y) ? 0.0 : HUGE_VAL;
-    if (isinf(r))
-        return (double)y == r ? 0.0 : HUGE_VAL;
-    double ar = fabs(r);
-    if (ar >= 0x1.ffffffp+127) /* rounds to Inf (halfway to 2^128 and up) */
-        return isinf(y) && !signbit(y) == !signbit(r) ? 0.0 : (ar - fabs((double)y)) * 0x1p-104;
-    int e;
-    frexp(ar, &e); /* ar = m 2^e, m in [0.5, 1) */
-    int ue = e - 24 < -149 ? -149 : e - 24;
-    double yy = isinf(y) ? copysign(0x1p128, (double)y) : (double)y;
-    return fabs(yy - r) / ldexp(1.0, ue);
-}
+#include "tests/transcendental_ref.h"
 
 typedef struct result {
     double max_err;
@@ -135,12 +43,12 @@ static void merge(result *into, const result *r)
     into->bad_sign += r->bad_sign;
 }
 
-static void check_one(const fn *f, uint32_t u, result *res)
+static void check_one(const lk_t_fn *f, uint32_t u, result *res)
 {
-    float x = bits_f32(u);
+    float x = lk_t_bits_f32(u);
     float y = f->f(x);
     double r = f->ref((double)x);
-    double err = ulp_error(y, r);
+    double err = lk_t_ulp_error(y, r);
     if (err == HUGE_VAL) {
         res->bad_nan++;
         return;
@@ -157,9 +65,17 @@ static void check_one(const fn *f, uint32_t u, result *res)
         res->over++;
 }
 
-static int run(const fn *f)
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int run(const lk_t_fn *f)
 {
     result total = {0, 0, 0, 0, 0, 0};
+    double t0 = now();
 #ifdef _OPENMP
 #pragma omp parallel
 #endif
@@ -176,30 +92,31 @@ static int run(const fn *f)
 #endif
         merge(&total, &mine);
     }
-    float x = bits_f32(total.max_at);
+    float x = lk_t_bits_f32(total.max_at);
     float y = f->f(x);
     printf("%-9s max %.4f ulp at x = %a (0x%08x): got %a, want %.17a\n", f->name,
            total.max_err, (double)x, (unsigned)total.max_at, (double)y, f->ref((double)x));
     printf("%-9s not correctly rounded: %lld of 2^32; over the bound %g ulp: %lld; "
-           "NaN mistakes: %lld; zero-sign mistakes: %lld\n",
-           f->name, total.not_rounded, f->bound, total.over, total.bad_nan, total.bad_sign);
+           "NaN mistakes: %lld; zero-sign mistakes: %lld (%.0f s)\n",
+           f->name, total.not_rounded, f->bound, total.over, total.bad_nan, total.bad_sign,
+           now() - t0);
     fflush(stdout);
     return total.over == 0 && total.bad_nan == 0 && total.bad_sign == 0;
 }
 
 int main(int argc, char **argv)
 {
-    size_t n = sizeof fns / sizeof fns[0];
+    size_t n = sizeof lk_t_fns / sizeof lk_t_fns[0];
     int good = 1, ran = 0;
     for (size_t i = 0; i < n; i++) {
         int want = argc < 2;
         for (int a = 1; a < argc; a++)
-            if (strcmp(argv[a], fns[i].name) == 0)
+            if (strcmp(argv[a], lk_t_fns[i].name) == 0)
                 want = 1;
         if (!want)
             continue;
         ran++;
-        if (!run(&fns[i]))
+        if (!run(&lk_t_fns[i]))
             good = 0;
     }
     if (ran == 0) {

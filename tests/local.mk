@@ -61,3 +61,21 @@ tests_test_ref_kernels_LDADD = backends/ref/libref.la
 check_PROGRAMS += tests/test_ref_reduce
 TESTS += tests/test_ref_reduce
 tests_test_ref_reduce_LDADD = backends/ref/libref.la
+
+# The transcendental functions and the reference unary op (numerics.md
+# section 7): special values, 2M sampled inputs per function against
+# double precision with the bounds of section 10.
+noinst_HEADERS += tests/transcendental_ref.h
+check_PROGRAMS += tests/test_transcendental
+TESTS += tests/test_transcendental
+tests_test_transcendental_LDADD = backends/ref/libref.la
+
+# Every f32 input of each transcendental function (2^32 x 8, minutes):
+# `make check-exhaustive`, not part of `make check` (which only builds it).
+check_PROGRAMS += tests/exhaustive
+tests_exhaustive_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
+tests_exhaustive_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+tests_exhaustive_LDADD = backends/ref/libref.la
+check-exhaustive: tests/exhaustive$(EXEEXT)
+	tests/exhaustive$(EXEEXT)
+.PHONY: check-exhaustive

@@ -56,7 +56,7 @@ static lk_status run_reduce(lk_queue *q, const tcase *c)
 {
     static const lk_reduce_op ops[] = {LK_REDUCE_SUM, LK_REDUCE_VAR, LK_REDUCE_MAX,
                                        LK_REDUCE_ARGMAX};
-    lk_dtype dt = c->variant ? LK_BF16 : LK_F32;
+    lk_dtype dt = c->variant == 1 ? LK_BF16 : LK_F32;
     lk_tensor x = lk_mat(c->in[c->variant], dt, 1, c->n);
     for (int i = 0; i < 4; i++) {
         char *o = (char *)c->out + 8 * i;
@@ -116,7 +116,7 @@ static lk_status run_rows(lk_queue *q, const tcase *c)
     return st != LK_OK ? st : lk_rmsnorm(q, &x, NULL, 1e-5f, &y2);
 }
 
-#define NCASES 11
+#define NCASES 13
 static tcase cases[NCASES];
 
 static void make_cases(void)
@@ -130,9 +130,22 @@ static void make_cases(void)
         rb[i] = lk_f32_to_bf16(rf[i]);
     }
     rf[nr / 3] = -0.0f;
+    /* signed zeros only (the maximum is +0), and one NaN late in a row */
+    const int64_t nz = 5000;
+    float *rz = xalloc((size_t)nz * 4), *rn = xalloc((size_t)nz * 4);
+    for (int64_t i = 0; i < nz; i++) {
+        rz[i] = i % 3 ? -0.0f : 0.0f;
+        rn[i] = randf();
+    }
+    rz[0] = -0.0f;
+    memcpy(&rn[nz - 7], &(uint32_t){0x7fa00001u}, 4);
     for (int v = 0; v < 2; v++)
         cases[v] = (tcase){v ? "reduce, long bf16 row" : "reduce, long f32 row", 32, NULL, NULL,
                            run_reduce, {rf, rb}, 1, nr, 0, v};
+    cases[NCASES - 2] = (tcase){"reduce, signed zeros", 32, NULL, NULL, run_reduce,
+                                {NULL, NULL, rz}, 1, nz, 0, 2};
+    cases[NCASES - 1] = (tcase){"reduce, a signalling NaN", 32, NULL, NULL, run_reduce,
+                                {NULL, NULL, NULL, rn}, 1, nz, 0, 3};
 
     /* GEMM: two column blocks (N > 3072), two k-panels, edge tiles */
     const int64_t m = 70, n = 3100, k = 300;

@@ -8,7 +8,7 @@
 # the same files are compiled once more against SIMDe with no ISA flags.
 noinst_HEADERS += \
 	backends/cpu/cpu.h backends/cpu/isa.h backends/cpu/threads.h \
-	backends/cpu/variants.h backends/cpu/simd.h \
+	backends/cpu/variants.h backends/cpu/simd.h backends/cpu/simde_compat.h \
 	backends/cpu/avx2/vec.h backends/cpu/avx_vnni/vec.h backends/cpu/avx512/vec.h \
 	backends/cpu/kernels/elem.h backends/cpu/kernels/lanes.h \
 	backends/cpu/kernels/qgemm.h backends/cpu/kernels/t2.h \

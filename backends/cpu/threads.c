@@ -4,6 +4,7 @@
 #endif
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 
 #ifdef LK_HAVE_OPENMP
@@ -104,13 +105,23 @@ int lk_cpu_threads_for(const lk_cpu_queue *q, double work, int64_t items)
  * teams, so each binds once and keeps it. */
 static _Thread_local int lk_bound_core = -1;
 
-/* Worker tid of a team of nt goes to core tid: the caller (tid 0) is left
- * where it runs, since binding a thread that is not ours would outlive the
- * call.  No binding when the team oversubscribes the cores or the user
- * asked OpenMP to place threads. */
-static void lk_bind_worker(int tid, int nt)
+/* The core (hwloc logical index) the calling thread runs on, -1 unknown. */
+static int lk_current_core(hwloc_topology_t topo)
 {
-    if (tid == 0 || lk_bound_core == tid)
+    int cpu = sched_getcpu();
+    hwloc_obj_t pu = cpu < 0 ? NULL : hwloc_get_pu_obj_by_os_index(topo, (unsigned)cpu);
+    hwloc_obj_t core = pu ? hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_CORE, pu) : NULL;
+    return core ? (int)core->logical_index : -1;
+}
+
+/* Workers 1 .. nt - 1 go to the cores other than the caller's, in order:
+ * the caller (tid 0) is not ours to bind, and a worker on its core would
+ * halve the speed of both while every other thread waits for them.  No
+ * binding when the team oversubscribes the cores or the user asked OpenMP
+ * to place threads. */
+static void lk_bind_worker(int tid, int nt, int caller_core)
+{
+    if (tid == 0)
         return;
     hwloc_topology_t topo = (hwloc_topology_t)lk_topo_hwloc();
     if (topo == NULL || omp_get_proc_bind() != omp_proc_bind_false)
@@ -118,18 +129,30 @@ static void lk_bind_worker(int tid, int nt)
     int cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
     if (nt > cores)
         return;
-    hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, (unsigned)tid);
+    int want = tid - 1 < caller_core || caller_core < 0 ? tid - 1 : tid;
+    if (lk_bound_core == want)
+        return;
+    hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, (unsigned)want);
     if (core == NULL || core->cpuset == NULL)
         return;
     if (hwloc_set_cpubind(topo, core->cpuset, HWLOC_CPUBIND_THREAD) == 0)
-        lk_bound_core = tid;
+        lk_bound_core = want;
+}
+
+static int lk_caller_core(void)
+{
+    hwloc_topology_t topo = (hwloc_topology_t)lk_topo_hwloc();
+    return topo ? lk_current_core(topo) : -1;
 }
 #else
-static void lk_bind_worker(int tid, int nt)
+static void lk_bind_worker(int tid, int nt, int caller_core)
 {
     (void)tid;
     (void)nt;
+    (void)caller_core;
 }
+
+static int lk_caller_core(void) { return -1; }
 #endif
 
 void lk_cpu_team(int want, lk_cpu_body body, void *ctx)
@@ -139,17 +162,19 @@ void lk_cpu_team(int want, lk_cpu_body body, void *ctx)
         return;
     }
 #ifdef LK_HAVE_OPENMP
+    const int caller_core = lk_caller_core();
 #pragma omp parallel num_threads(want)
     {
         int tid = omp_get_thread_num(), nt = omp_get_num_threads();
         lk_fpenv env;
         lk_fpenv_enter(&env);
-        lk_bind_worker(tid, nt);
+        lk_bind_worker(tid, nt, caller_core);
         body(ctx, tid, nt);
         lk_fpenv_leave(&env);
     }
 #else
     (void)lk_bind_worker;
+    (void)lk_caller_core;
     body(ctx, 0, 1);
 #endif
 }

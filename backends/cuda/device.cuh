@@ -54,6 +54,20 @@ template <> struct lk_elem<LK_F32> {
     {
         *reinterpret_cast<float4 *>(p + i) = make_float4(cvt(v.x), cvt(v.y), cvt(v.z), cvt(v.w));
     }
+    /* the same for data touched once: evict-first in the caches, so that
+     * what is reused (a weight row) stays */
+    static __device__ __forceinline__ float4 load4s(const T *p, int64_t i)
+    {
+        return __ldcs(reinterpret_cast<const float4 *>(p + i));
+    }
+    static __device__ __forceinline__ void store4s(T *p, int64_t i, float4 v)
+    {
+        __stcs(reinterpret_cast<float4 *>(p + i), make_float4(cvt(v.x), cvt(v.y), cvt(v.z), cvt(v.w)));
+    }
+    static __device__ __forceinline__ float2 load2s(const T *p, int64_t i)
+    {
+        return __ldcs(reinterpret_cast<const float2 *>(p + i));
+    }
 };
 
 /* The 16-bit types move four elements as one 8-byte word. */
@@ -74,6 +88,24 @@ template <class E> struct lk_elem16 {
     static __device__ __forceinline__ float2 load2(const uint16_t *p, int64_t i)
     {
         uint32_t u = *reinterpret_cast<const uint32_t *>(p + i);
+        return make_float2(E::load_bits(u & 0xffffu), E::load_bits(u >> 16));
+    }
+    static __device__ __forceinline__ float4 load4s(const uint16_t *p, int64_t i)
+    {
+        uint2 u = __ldcs(reinterpret_cast<const uint2 *>(p + i));
+        return make_float4(E::load_bits(u.x & 0xffffu), E::load_bits(u.x >> 16),
+                           E::load_bits(u.y & 0xffffu), E::load_bits(u.y >> 16));
+    }
+    static __device__ __forceinline__ void store4s(uint16_t *p, int64_t i, float4 v)
+    {
+        uint2 u;
+        u.x = (uint32_t)E::cvt(v.x) | (uint32_t)E::cvt(v.y) << 16;
+        u.y = (uint32_t)E::cvt(v.z) | (uint32_t)E::cvt(v.w) << 16;
+        __stcs(reinterpret_cast<uint2 *>(p + i), u);
+    }
+    static __device__ __forceinline__ float2 load2s(const uint16_t *p, int64_t i)
+    {
+        uint32_t u = __ldcs(reinterpret_cast<const unsigned int *>(p + i));
         return make_float2(E::load_bits(u & 0xffffu), E::load_bits(u >> 16));
     }
 };
@@ -154,7 +186,7 @@ static __device__ __forceinline__ void lk_store_any(void *p, lk_dtype d, int64_t
 
 static inline size_t lk_dtype_bytes(lk_dtype d)
 {
-    return d == LK_F32 || d == LK_I32 ? 4 : d == LK_I64 ? 8 : d == LK_I8 ? 1 : 2;
+    return d == LK_F32 || d == LK_I32 ? 4 : d == LK_I64 ? 8 : d == LK_I8 || d == LK_T2 ? 1 : 2;
 }
 
 /* Row r of a tensor starts `align` bytes aligned for every r. */
@@ -250,6 +282,25 @@ template <lk_dtype D, bool VEC, class F> struct lk_row_src {
     {
         if (VEC) {
             float2 v = lk_elem<D>::load2(p, i);
+            return make_float2(f(v.x), f(v.y));
+        }
+        return make_float2(f(lk_elem<D>::load(p, i)), f(lk_elem<D>::load(p, i + 1)));
+    }
+};
+
+/* The same for a row read exactly once (evict-first loads). */
+template <lk_dtype D, bool VEC, class F> struct lk_stream_src {
+    typedef typename lk_elem<D>::T T;
+    const T *p;
+    F f;
+    __device__ __forceinline__ float operator()(int64_t i) const
+    {
+        return f(lk_elem<D>::load(p, i));
+    }
+    __device__ __forceinline__ float2 pair(int64_t i) const
+    {
+        if (VEC) {
+            float2 v = lk_elem<D>::load2s(p, i);
             return make_float2(f(v.x), f(v.y));
         }
         return make_float2(f(lk_elem<D>::load(p, i)), f(lk_elem<D>::load(p, i + 1)));

@@ -98,10 +98,6 @@ lk_status lk_cuda_ternary_unpack(void *queue, const lk_pack_args *a);
 lk_status lk_cuda_ternary_gemm(void *queue, const lk_qgemm_args *a);
 lk_status lk_cuda_int8_gemm(void *queue, const lk_qgemm_args *a);
 
-/* Per-file parts of lk_cuda_setup_kernels. */
-cudaError_t lk_cuda_setup_gemm(const lk_cuda_device *dev);
-cudaError_t lk_cuda_setup_rows(const lk_cuda_device *dev);
-
 #ifdef __cplusplus
 }
 #endif

@@ -62,7 +62,17 @@ __device__ __forceinline__ float x_at(const gemv_args &a, int64_t b, const float
 {
     if (XSM)
         return xs[s * XS + kb * XPAD + i];
+    if (s >= a.S) /* a padding row of the template's ST */
+        return 0.0f;
     return lk_load_any(a.x, a.xdt, b * a.x_bs + s * a.xs_s + ((int64_t)kb * LK_KB + i) * a.xs_k);
+}
+
+/* Ask L2 for [p, p + bytes) without waiting for it. */
+__device__ __forceinline__ void prefetch_l2(const void *p, int64_t bytes)
+{
+    const size_t g = __cvta_generic_to_global(p);
+    for (int64_t off = 0; off < bytes; off += 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(g + (size_t)off));
 }
 
 /* Element j (0..7) of eight 16-bit values in a uint4. */
@@ -185,13 +195,19 @@ __global__ void __launch_bounds__(256) gemv_kc_kernel(gemv_args a)
     const bool active = lo < a.NB;
 
     for (int64_t b = blockIdx.y; b < a.batch; b += gridDim.y) {
-        if (XSM) {
-            load_x<ST>(a, b, xs, XS);
-            __syncthreads();
-        }
         const int64_t l = (int64_t)blockIdx.x * a.NB + lo;
         const bool live = active && l < a.L;
         const TW *wrow = (const TW *)a.w + b * a.w_bs + (live ? l : 0) * a.ldw;
+        if (XSM) {
+            /* the weights of the first round start towards L2 while the
+             * block widens x */
+            if (live && t < a.nkb)
+                prefetch_l2(wrow + (int64_t)t * LK_KB,
+                            (a.K - (int64_t)t * LK_KB < LK_KB ? a.K - (int64_t)t * LK_KB : LK_KB) *
+                                (int64_t)sizeof(TW));
+            load_x<ST>(a, b, xs, XS);
+            __syncthreads();
+        }
         float tot[ST];
 #pragma unroll
         for (int s = 0; s < ST; s++)

@@ -156,8 +156,8 @@ __global__ void __launch_bounds__(256)
         const TX *xr = (const TX *)a.x.data + r * a.x.ld;
         float v = 0.0f;
         if (mode == M_SUM) {
-            v = lk_warp_chunk<false>(lk_row_src<DX, VEC, lk_identity>{xr, lk_identity()}, base,
-                                     len);
+            v = lk_warp_chunk<false>(lk_stream_src<DX, VEC, lk_identity>{xr, lk_identity()},
+                                     base, len);
         } else if (mode == M_SQDEV) {
             const float m = mean[r];
             auto dev = [=](float x) { return __fsub_rn(x, m); };

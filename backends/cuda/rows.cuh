@@ -189,7 +189,7 @@ static __device__ __forceinline__ void lk_row_to_cache(const lk_group &g, const 
         const int64_t n4 = n >> 2;
         float4 *c4 = reinterpret_cast<float4 *>(g.cache);
         for (int64_t v = g.tid; v < n4; v += g.nthreads)
-            c4[v] = lk_elem<DX>::load4(xr, 4 * v);
+            c4[v] = lk_elem<DX>::load4s(xr, 4 * v); /* read once: evict first */
         i0 = n4 << 2;
     }
     for (int64_t i = i0 + g.tid; i < n; i += g.nthreads)
@@ -217,9 +217,9 @@ static __device__ __forceinline__ void lk_row_map(const lk_group &g, const typen
             const int64_t i = 4 * v;
             float4 x = g.cache ? reinterpret_cast<const float4 *>(g.cache)[v]
                                : lk_elem<DX>::load4(xr, i);
-            lk_elem<DY>::store4(yr, i,
-                                make_float4(f(i, x.x), f(i + 1, x.y), f(i + 2, x.z),
-                                            f(i + 3, x.w)));
+            lk_elem<DY>::store4s(yr, i,
+                                 make_float4(f(i, x.x), f(i + 1, x.y), f(i + 2, x.z),
+                                             f(i + 3, x.w)));
         }
         i0 = n4 << 2;
     }

@@ -75,6 +75,7 @@ __global__ void __launch_bounds__(256) unpack_kernel(lk_pack_args p)
 #define TG_THREADS 128
 #define TG_PER_ROW 8
 #define TG_ROWS (TG_THREADS / TG_PER_ROW)
+#define TG_PREFETCH 8 /* segments per thread loaded before x is ready */
 
 /* x permuted for the planes: for each group g of 16 k, word e holds the
  * bytes x[16g + e], x[16g + 4 + e], x[16g + 8 + e], x[16g + 12 + e] (the
@@ -92,6 +93,29 @@ __global__ void __launch_bounds__(TG_THREADS)
     int *sumx = reinterpret_cast<int *>(xp + MT * xw);     /* [MT] */
     const int tid = threadIdx.x;
     const int64_t K = q.k;
+
+    const int64_t n = (int64_t)blockIdx.x * TG_ROWS + tid / TG_PER_ROW;
+    const int t = tid % TG_PER_ROW;
+    const int64_t bpr = (K + 3) / 4;
+    const uint8_t *wr = (const uint8_t *)q.w.data + (n < q.n ? n : 0) * (q.w.ld / 4);
+    /* 16 bytes of row n (64 codes), zero past the row's bytes */
+    auto load_seg = [&](int seg) -> uint4 {
+        if (wvec && (int64_t)seg * 16 + 16 <= bpr)
+            return *reinterpret_cast<const uint4 *>(wr + (int64_t)seg * 16);
+        uint32_t v[4] = {0, 0, 0, 0};
+        for (int j = 0; j < 16; j++)
+            if ((int64_t)seg * 16 + j < bpr)
+                v[j / 4] |= (uint32_t)wr[(int64_t)seg * 16 + j] << (8 * (j % 4));
+        return make_uint4(v[0], v[1], v[2], v[3]);
+    };
+    /* the first segments are requested before x is prepared, so that the
+     * weights stream while the block builds its copy of x */
+    uint4 pre[TG_PREFETCH];
+#pragma unroll
+    for (int i = 0; i < TG_PREFETCH; i++) {
+        const int seg = t + TG_PER_ROW * i;
+        pre[i] = n < q.n && seg < nseg ? load_seg(seg) : make_uint4(0, 0, 0, 0);
+    }
 
     if (tid < MT)
         sumx[tid] = 0;
@@ -127,43 +151,38 @@ __global__ void __launch_bounds__(TG_THREADS)
     }
     __syncthreads();
 
-    const int64_t n = (int64_t)blockIdx.x * TG_ROWS + tid / TG_PER_ROW;
-    const int t = tid % TG_PER_ROW;
-    const int64_t bpr = (K + 3) / 4;
     uint32_t acc[MT];
 #pragma unroll
     for (int m = 0; m < MT; m++)
         acc[m] = 0;
-    if (n < q.n) {
-        const uint8_t *wr = (const uint8_t *)q.w.data + n * (q.w.ld / 4);
-#pragma unroll 4
-        for (int seg = t; seg < nseg; seg += TG_PER_ROW) {
-            uint4 w;
-            if (wvec && (int64_t)seg * 16 + 16 <= bpr) {
-                w = *reinterpret_cast<const uint4 *>(wr + (int64_t)seg * 16);
-            } else {
-                uint32_t v[4] = {0, 0, 0, 0};
-                for (int j = 0; j < 16; j++)
-                    if ((int64_t)seg * 16 + j < bpr)
-                        v[j / 4] |= (uint32_t)wr[(int64_t)seg * 16 + j] << (8 * (j % 4));
-                w = make_uint4(v[0], v[1], v[2], v[3]);
-            }
-            const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+    /* acc += sum over the segment's 64 k of x * code, plane by plane */
+    auto dot_seg = [&](const uint4 &w, int seg) {
+        const uint32_t words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-            for (int qq = 0; qq < 4; qq++) {
-                const int off = xp_offset((int64_t)seg * 4 + qq);
+        for (int qq = 0; qq < 4; qq++) {
+            const int off = xp_offset((int64_t)seg * 4 + qq);
 #pragma unroll
-                for (int m = 0; m < MT; m++) {
-                    const uint4 xv = *reinterpret_cast<const uint4 *>(xp + m * xw + off);
-                    const uint32_t xs[4] = {xv.x, xv.y, xv.z, xv.w};
+            for (int m = 0; m < MT; m++) {
+                const uint4 xv = *reinterpret_cast<const uint4 *>(xp + m * xw + off);
+                const uint32_t xs[4] = {xv.x, xv.y, xv.z, xv.w};
 #pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const uint32_t plane = (words[qq] >> (2 * e)) & 0x03030303u;
-                        acc[m] = (uint32_t)__dp4a((int)plane, (int)xs[e], (int)acc[m]);
-                    }
+                for (int e = 0; e < 4; e++) {
+                    const uint32_t plane = (words[qq] >> (2 * e)) & 0x03030303u;
+                    acc[m] = (uint32_t)__dp4a((int)plane, (int)xs[e], (int)acc[m]);
                 }
             }
         }
+    };
+    if (n < q.n) {
+#pragma unroll
+        for (int i = 0; i < TG_PREFETCH; i++) {
+            const int seg = t + TG_PER_ROW * i;
+            if (seg < nseg)
+                dot_seg(pre[i], seg);
+        }
+#pragma unroll 4
+        for (int seg = t + TG_PER_ROW * TG_PREFETCH; seg < nseg; seg += TG_PER_ROW)
+            dot_seg(load_seg(seg), seg);
     }
 #pragma unroll
     for (int m = 0; m < MT; m++) {

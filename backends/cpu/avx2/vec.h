@@ -38,6 +38,10 @@ LK_INLINE vf vf_sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
 LK_INLINE vf vf_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
 LK_INLINE vf vf_div(vf a, vf b) { return _mm256_div_ps(a, b); }
 LK_INLINE vf vf_sqrt(vf a) { return _mm256_sqrt_ps(a); }
+/* maxps/minps: the larger (smaller) of two vectors without NaN, either
+ * one where they are equal; the contract's maximum is built on top. */
+LK_INLINE vf vf_max_nn(vf a, vf b) { return _mm256_max_ps(a, b); }
+LK_INLINE vf vf_min_nn(vf a, vf b) { return _mm256_min_ps(a, b); }
 /* a * b + c, one rounding */
 LK_INLINE vf vf_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
 

@@ -14,7 +14,9 @@
 #define LK_VEC_VNNI 1
 
 #define VW 16        /* f32 lanes */
-#define GEMM_MR 12   /* 24 accumulators + 2 B + 1 A of 32 registers */
+/* 12 x 32: 24 accumulators + 2 B + 1 A of 32 registers.  Measured on a
+ * Xeon against 14 x 32, 6 x 64 and 8 x 48: the fastest (docs/bench.md). */
+#define GEMM_MR 12
 #define GEMM_NR 32
 
 typedef __m512 vf;
@@ -35,6 +37,8 @@ LK_INLINE vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
 LK_INLINE vf vf_div(vf a, vf b) { return _mm512_div_ps(a, b); }
 LK_INLINE vf vf_sqrt(vf a) { return _mm512_sqrt_ps(a); }
 LK_INLINE vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+LK_INLINE vf vf_max_nn(vf a, vf b) { return _mm512_max_ps(a, b); }
+LK_INLINE vf vf_min_nn(vf a, vf b) { return _mm512_min_ps(a, b); }
 
 LK_INLINE vf vf_and(vf a, vf b)
 {

@@ -43,24 +43,21 @@ LK_INLINE vf vf_minimum(vf a, vf b)
 LK_INLINE vf vf_abs(vf v) { return vf_and(v, vf_bits(0x7fffffffu)); }
 LK_INLINE vf vf_neg(vf v) { return vf_xor(v, vf_bits(0x80000000u)); }
 
-/* maximum (is_max) or minimum over x[0 .. n), n >= 1, in any order. */
-LK_INLINE float row_extreme(const int is_max, const float *x, int64_t n)
+/* maximum (is_max) or minimum over x[0 .. n), n >= 1, in any order,
+ * exactly: compares and selects per element. */
+LK_INLINE float row_extreme_exact(const int is_max, const float *x, int64_t n)
 {
 #define EXT(a, b) (is_max ? vf_maximum(a, b) : vf_minimum(a, b))
     const vf first = vf_set1(x[0]); /* maximum(v, v) = v: a neutral fill */
-    vf a0 = first, a1 = first, a2 = first, a3 = first;
+    vf a0 = first, a1 = first;
     int64_t i = 0;
-    for (; i + 4 * VW <= n; i += 4 * VW) {
+    for (; i + 2 * VW <= n; i += 2 * VW) {
         a0 = EXT(a0, vf_load(x + i));
         a1 = EXT(a1, vf_load(x + i + VW));
-        a2 = EXT(a2, vf_load(x + i + 2 * VW));
-        a3 = EXT(a3, vf_load(x + i + 3 * VW));
     }
-    for (; i + VW <= n; i += VW)
-        a0 = EXT(a0, vf_load(x + i));
-    if (i < n)
-        a0 = EXT(a0, vf_load_part(x + i, (int)(n - i), first));
-    a0 = EXT(EXT(a0, a1), EXT(a2, a3));
+    for (; i < n; i += VW)
+        a0 = EXT(a0, vf_load_part(x + i, n - i < VW ? (int)(n - i) : VW, first));
+    a0 = EXT(a0, a1);
 #undef EXT
     float l[VW];
     vf_store(l, a0);
@@ -68,6 +65,44 @@ LK_INLINE float row_extreme(const int is_max, const float *x, int64_t n)
     for (int j = 1; j < VW; j++)
         v = is_max ? lk_maximum(v, l[j]) : lk_minimum(v, l[j]);
     return v;
+}
+
+/* The same, faster: maxps/minps with NaN noted apart.  Their only
+ * departures from the contract's maximum are NaN (noted, and then the
+ * answer) and which of +0 and -0 wins, which matters only when the answer
+ * is a zero: that rare row is done again exactly. */
+LK_INLINE float row_extreme(const int is_max, const float *x, int64_t n)
+{
+#define EXT(a, b) (is_max ? vf_max_nn(a, b) : vf_min_nn(a, b))
+    const vf first = vf_set1(x[0]);
+    vf a0 = first, a1 = first, a2 = first, a3 = first;
+    vm nan = vm_first(0);
+    int64_t i = 0;
+    for (; i + 4 * VW <= n; i += 4 * VW) {
+        const vf v0 = vf_load(x + i), v1 = vf_load(x + i + VW);
+        const vf v2 = vf_load(x + i + 2 * VW), v3 = vf_load(x + i + 3 * VW);
+        nan = vm_or(nan, vm_or(vf_unord(v0, v1), vf_unord(v2, v3)));
+        a0 = EXT(a0, v0);
+        a1 = EXT(a1, v1);
+        a2 = EXT(a2, v2);
+        a3 = EXT(a3, v3);
+    }
+    for (; i < n; i += VW) {
+        const vf v = vf_load_part(x + i, n - i < VW ? (int)(n - i) : VW, first);
+        nan = vm_or(nan, vf_isnan(v));
+        a0 = EXT(a0, v);
+    }
+    nan = vm_or(nan, vf_isnan(first));
+    a0 = EXT(EXT(a0, a1), EXT(a2, a3));
+#undef EXT
+    if (vm_any(nan))
+        return lk_bits_f32(LK_NAN_F32_BITS);
+    float l[VW];
+    vf_store(l, a0);
+    float v = l[0];
+    for (int j = 1; j < VW; j++)
+        v = is_max ? (l[j] > v ? l[j] : v) : (l[j] < v ? l[j] : v);
+    return v == 0.0f ? row_extreme_exact(is_max, x, n) : v;
 }
 
 

@@ -26,6 +26,16 @@
 #define GEMM_NC 3072                          /* B panel: KC x NC in L3 */
 #define GEMM_WS_FLOATS (1 << 20)              /* workspace of totals: 4 MB */
 
+/* X(r) for every micro-tile height r = 1 .. GEMM_MR. */
+#define GEMM_MR_LIST_6(X) X(1) X(2) X(3) X(4) X(5) X(6)
+#if GEMM_MR == 6
+#define GEMM_MR_LIST(X) GEMM_MR_LIST_6(X)
+#elif GEMM_MR == 12
+#define GEMM_MR_LIST(X) GEMM_MR_LIST_6(X) X(7) X(8) X(9) X(10) X(11) X(12)
+#else
+#error "GEMM_MR: list its heights in GEMM_MR_LIST"
+#endif
+
 #if GEMM_KC % LK_KB != 0
 #error "a k-panel must hold whole contract blocks"
 #endif
@@ -97,16 +107,7 @@ static void ukernel_mr(int mr, int64_t kc, const float *ap, const float *bp, int
         return;
     }
     switch (mr) {
-        UK_CASE(1) UK_CASE(2) UK_CASE(3) UK_CASE(4) UK_CASE(5) UK_CASE(6)
-#if GEMM_MR > 6
-        UK_CASE(7) UK_CASE(8)
-#endif
-#if GEMM_MR > 8
-        UK_CASE(9) UK_CASE(10) UK_CASE(11) UK_CASE(12)
-#endif
-#if GEMM_MR > 12
-#error "extend ukernel_mr"
-#endif
+        GEMM_MR_LIST(UK_CASE)
     default:
         break;
     }
@@ -286,51 +287,87 @@ static void tile(const gemm_job *j, const float *ap, const float *bp, int64_t mi
 
 /* ---- the blocked path ---- */
 
+/* The team as a grid of rows x cols threads (rows * cols <= nt); each
+ * thread owns a contiguous share of M (whole micro-rows, so the shares
+ * differ by one micro-row at most) and of the column panels.  Columns
+ * only when M is small beside each thread's share of N: a thread alone on
+ * its columns packs its own B and never waits for the others, but packs
+ * all of A, which then costs little beside its products.  Otherwise rows,
+ * with B packed by everyone and shared through barriers. */
+static void gemm_grid(int64_t mrows, int64_t npan, int64_t m, int64_t n, int nt, int *rows,
+                      int *cols)
+{
+    *rows = 1;
+    *cols = nt;
+    if (npan >= 2 * (int64_t)nt && 2 * m * nt <= n)
+        return;
+    int best = 0;
+    for (int r = (int)(mrows < nt ? mrows : nt); r >= 1; r--) {
+        int c = nt / r;
+        if (r * c > best) {
+            best = r * c;
+            *rows = r;
+            *cols = c;
+        }
+    }
+}
+
 static void gemm_body(void *p, int tid, int nt)
 {
     const gemm_job *j = (const gemm_job *)p;
     float *ap = j->ap + (int64_t)tid * GEMM_MC * GEMM_KC;
-    const int64_t nic = (j->m + GEMM_MC - 1) / GEMM_MC;
-    const int64_t nsplit = (nt + nic - 1) / nic; /* column parts per row block */
+    const int64_t mrows = (j->m + GEMM_MR - 1) / GEMM_MR;
+    int rows, cols;
+    gemm_grid(mrows, (j->nc + GEMM_NR - 1) / GEMM_NR, j->m, j->n, nt, &rows, &cols);
+    const int busy = tid < rows * cols, shared = rows > 1;
+    int64_t r0 = 0, r1 = 0;
+    if (busy)
+        lk_cpu_part(mrows, tid / cols, rows, &r0, &r1);
+    const int64_t m0 = r0 * GEMM_MR, m1 = r1 * GEMM_MR < j->m ? r1 * GEMM_MR : j->m;
     for (int64_t jc = 0; jc < j->n; jc += j->nc) {
         const int64_t ncur = j->n - jc < j->nc ? j->n - jc : j->nc;
         const int64_t npan = (ncur + GEMM_NR - 1) / GEMM_NR;
+        /* Without barriers a thread may run ahead into the next column
+         * block: its share is then the same panels of every block (cut at
+         * a narrow last one), so the totals it keeps in the workspace,
+         * indexed within a block, are never another thread's. */
+        int64_t q0 = 0, q1 = 0;
+        if (busy)
+            lk_cpu_part(shared ? npan : (j->nc + GEMM_NR - 1) / GEMM_NR, tid % cols, cols, &q0,
+                        &q1);
+        q1 = q1 < npan ? q1 : npan;
+        q0 = q0 < q1 ? q0 : q1;
         for (int64_t pc = 0; pc < j->k; pc += GEMM_KC) {
             const int64_t kc = j->k - pc < GEMM_KC ? j->k - pc : GEMM_KC;
             const int first = pc == 0, last = pc + kc >= j->k;
-            int64_t b0, b1;
-            lk_cpu_part(npan, tid, nt, &b0, &b1);
+            int64_t b0 = q0, b1 = q1; /* shared: every thread packs a share of all of B */
+            if (shared)
+                lk_cpu_part(npan, tid, nt, &b0, &b1);
             for (int64_t q = b0; q < b1; q++) {
                 int64_t n0 = jc + q * GEMM_NR;
                 int nr = (int)(j->n - n0 < GEMM_NR ? j->n - n0 : GEMM_NR);
-                pack_b(j, n0, nr, pc, kc, j->bp + q * kc * GEMM_NR);
+                pack_b(j, n0, nr, pc, kc, j->bp + q * GEMM_KC * GEMM_NR);
             }
-            lk_cpu_barrier();
-            int64_t i0, i1, packed = -1;
-            lk_cpu_part(nic * nsplit, tid, nt, &i0, &i1);
-            for (int64_t it = i0; it < i1; it++) {
-                const int64_t blk = it / nsplit, ic = blk * GEMM_MC;
-                const int64_t mc = j->m - ic < GEMM_MC ? j->m - ic : GEMM_MC;
-                if (blk != packed) {
-                    for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
-                        int mr = (int)(mc - ir < GEMM_MR ? mc - ir : GEMM_MR);
-                        pack_a(j, ic + ir, mr, pc, kc, ap + ir * kc);
-                    }
-                    packed = blk;
+            if (shared)
+                lk_cpu_barrier();
+            for (int64_t ic = m0; ic < m1; ic += GEMM_MC) {
+                const int64_t mc = m1 - ic < GEMM_MC ? m1 - ic : GEMM_MC;
+                for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
+                    int mr = (int)(mc - ir < GEMM_MR ? mc - ir : GEMM_MR);
+                    pack_a(j, ic + ir, mr, pc, kc, ap + ir * kc);
                 }
-                int64_t q0, q1;
-                lk_cpu_part(npan, (int)(it % nsplit), (int)nsplit, &q0, &q1);
                 for (int64_t q = q0; q < q1; q++) {
                     const int64_t n0 = jc + q * GEMM_NR;
                     const int nr = (int)(j->n - n0 < GEMM_NR ? j->n - n0 : GEMM_NR);
                     for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
                         const int mr = (int)(mc - ir < GEMM_MR ? mc - ir : GEMM_MR);
-                        tile(j, ap + ir * kc, j->bp + q * kc * GEMM_NR, ic + ir, n0, mr, nr,
+                        tile(j, ap + ir * kc, j->bp + q * GEMM_KC * GEMM_NR, ic + ir, n0, mr, nr,
                              kc, first, last, jc);
                     }
                 }
             }
-            lk_cpu_barrier();
+            if (shared)
+                lk_cpu_barrier();
         }
     }
 }
@@ -367,6 +404,101 @@ static void gemv_body(void *p, int tid, int nt)
     }
 }
 
+/* The GEMV of a transposed B (N x K: a linear layer's weights W, with
+ * y = x W^T): 8 rows of B at a time, 8 x 8 blocks transposed in registers
+ * and used at once, so each element of B is loaded once and nothing is
+ * stored; the transposed columns serve every row of A.  Columns past the
+ * last whole group of 8 go through the packed path. */
+LK_INLINE void gemv_t_group(const int mr, const gemm_job *j, int64_t n0, const int es,
+                            const int f16)
+{
+    const lk_tensor *B = &j->g->b;
+    const int64_t ldb = B->ld * es, K = j->k;
+    const char *rows = j->b + n0 * ldb;
+    float tot[GEMM_MR * 8];
+    for (int64_t k0 = 0; k0 < K; k0 += LK_KB) {
+        const int64_t k1 = K - k0 < LK_KB ? K : k0 + LK_KB;
+        __m256 acc[GEMM_MR];
+LK_UNROLL(16)
+        for (int m = 0; m < mr; m++)
+            acc[m] = _mm256_setzero_ps();
+        int64_t k = k0;
+        for (; k + 8 <= k1; k += 8) {
+            __m256 r[8];
+LK_UNROLL(8)
+            for (int u = 0; u < 8; u++) {
+                const char *p = rows + u * ldb + k * es;
+                if ((k & 31) == 0)
+                    __builtin_prefetch(p + GEMM_PF_BYTES);
+                r[u] = lk_x86_load8(p, es, f16);
+            }
+            lk_x86_transpose8(r);
+            const float *a = j->ap + k * mr;
+LK_UNROLL(8)
+            for (int u = 0; u < 8; u++)
+LK_UNROLL(16)
+                for (int m = 0; m < mr; m++)
+                    acc[m] = _mm256_fmadd_ps(_mm256_broadcast_ss(a + u * mr + m), r[u], acc[m]);
+        }
+        for (; k < k1; k++) {
+            float col[8];
+            for (int u = 0; u < 8; u++)
+                col[u] = ld1(j->b, B->dtype, (n0 + u) * B->ld + k);
+            const __m256 c = _mm256_loadu_ps(col);
+            for (int m = 0; m < mr; m++)
+                acc[m] = _mm256_fmadd_ps(_mm256_broadcast_ss(j->ap + k * mr + m), c, acc[m]);
+        }
+        for (int m = 0; m < mr; m++) /* the first block stored, later ones added */
+            _mm256_storeu_ps(tot + m * 8, k0 == 0 ? acc[m]
+                                                  : _mm256_add_ps(_mm256_loadu_ps(tot + m * 8), acc[m]));
+    }
+    epilogue(j, tot, 8, 0, n0, mr, 8);
+}
+
+static void gemv_t_groups(const gemm_job *j, int64_t g0, int64_t g1)
+{
+    const int mr = (int)j->m;
+    const lk_dtype dt = j->g->b.dtype;
+    const int es = (int)dt_size(dt), f16 = dt == LK_F16;
+    for (int64_t g = g0; g < g1; g++) {
+        if (LK_SIMDE_GENERIC) {
+            gemv_t_group(mr, j, g * 8, es, f16);
+            continue;
+        }
+#define GT_CASE(r)                                                                   \
+    case r:                                                                          \
+        if (es == 4)                                                                 \
+            gemv_t_group(r, j, g * 8, 4, 0);                                         \
+        else                                                                         \
+            gemv_t_group(r, j, g * 8, 2, f16);                                       \
+        break;
+        switch (mr) {
+            GEMM_MR_LIST(GT_CASE)
+        default:
+            break;
+        }
+#undef GT_CASE
+    }
+}
+
+static void gemv_t_body(void *p, int tid, int nt)
+{
+    const gemm_job *j = (const gemm_job *)p;
+    const int64_t groups = j->n / 8;
+    int64_t g0, g1;
+    lk_cpu_part(groups, tid, nt, &g0, &g1);
+    gemv_t_groups(j, g0, g1);
+    if (tid == nt - 1 && groups * 8 < j->n) {
+        const int64_t n0 = groups * 8;
+        const int nr = (int)(j->n - n0);
+        float *bbuf = j->bbuf + (int64_t)tid * j->k * GEMM_NR;
+        float t[GEMM_MR * GEMM_NR];
+        pack_b(j, n0, nr, 0, j->k, bbuf);
+        ukernel_mr((int)j->m, j->k, j->ap, bbuf, GEMM_NR, t, GEMM_NR, 1);
+        epilogue(j, t, GEMM_NR, 0, n0, (int)j->m, nr);
+    }
+}
+
 LK_CPU_DEFINE(gemm, lk_gemm_args)
 {
     lk_cpu_queue *q = (lk_cpu_queue *)queue;
@@ -388,7 +520,7 @@ LK_CPU_DEFINE(gemm, lk_gemm_args)
     int nt;
     size_t floats, ws = 0;
     if (gemv) {
-        nt = lk_cpu_threads_for(q, flops, npan);
+        nt = lk_cpu_threads_for(q, flops, g->tb == LK_TRANS ? g->n / 8 + 1 : npan);
         floats = (size_t)(g->m * g->k) + (size_t)nt * (size_t)g->k * GEMM_NR;
     } else {
         const int c_holds = g->c.dtype == LK_F32 && !(g->flags & LK_GEMM_ACCUMULATE);
@@ -399,7 +531,7 @@ LK_CPU_DEFINE(gemm, lk_gemm_args)
         }
         if (j.nc > npan * GEMM_NR)
             j.nc = npan * GEMM_NR;
-        nt = lk_cpu_threads_for(q, flops, npan * ((g->m + GEMM_MC - 1) / GEMM_MC));
+        nt = lk_cpu_threads_for(q, flops, npan * ((g->m + GEMM_MR - 1) / GEMM_MR));
         ws = c_holds ? 0 : (size_t)g->m * (size_t)j.nc;
         floats = (size_t)GEMM_KC * (size_t)j.nc + (size_t)nt * GEMM_MC * GEMM_KC + ws;
     }
@@ -417,7 +549,7 @@ LK_CPU_DEFINE(gemm, lk_gemm_args)
             j.ap = mem;
             j.bbuf = mem + g->m * g->k;
             pack_a(&j, 0, (int)g->m, 0, g->k, j.ap);
-            lk_cpu_team(nt, gemv_body, &j);
+            lk_cpu_team(nt, g->tb == LK_TRANS ? gemv_t_body : gemv_body, &j);
         } else {
             j.bp = mem;
             j.ap = mem + GEMM_KC * j.nc;

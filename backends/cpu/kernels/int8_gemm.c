@@ -90,29 +90,7 @@ LK_INLINE void i8_tile_mn(const int mt, const int nt, const qg_job *j, int64_t m
         }
 }
 
-#define I8_CASE(x, y)                               \
-    case (x) * 8 + (y):                             \
-        i8_tile_mn(x, y, j, m0, n0, out, ldo);      \
-        break;
-
-static void i8_tile(const qg_job *j, int64_t m0, int64_t n0, int mt, int nt, int32_t *out,
-                    int64_t ldo)
-{
-    if (LK_SIMDE_GENERIC) {
-        i8_tile_mn(mt, nt, j, m0, n0, out, ldo);
-        return;
-    }
-    switch (mt * 8 + nt) {
-        I8_CASE(1, 1) I8_CASE(2, 1) I8_CASE(3, 1) I8_CASE(4, 1)
-        I8_CASE(1, 2) I8_CASE(2, 2) I8_CASE(3, 2) I8_CASE(4, 2)
-#if QG_NT > 2
-        I8_CASE(1, 3) I8_CASE(2, 3) I8_CASE(3, 3) I8_CASE(4, 3)
-        I8_CASE(1, 4) I8_CASE(2, 4) I8_CASE(3, 4) I8_CASE(4, 4)
-#endif
-    default:
-        break;
-    }
-}
+QG_DEFINE_TILE(i8_tile, i8_tile_mn)
 
 #if LK_VEC_VNNI
 /* 128 * sum_k b[n, k] for the rows n0 .. n1 - 1 (exact: |sum| <= 2^24). */

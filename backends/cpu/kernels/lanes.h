@@ -33,6 +33,13 @@ LK_INLINE vf lane_term(const int kind, vf lane, vf x, vf m)
     return vf_fma(x, x, lane);
 }
 
+/* Bytes ahead that a chunk asks the memory for, on top of the hardware
+ * prefetcher (0: none).  On a Xeon this took a 2^26 sum from 0.72 to 0.97
+ * of the streaming read (docs/bench.md). */
+#ifndef LANE_PREFETCH
+#define LANE_PREFETCH 2048
+#endif
+
 /* One chunk, 1 <= n <= LK_CHUNK terms. */
 LK_INLINE float lane_chunk(const int kind, const float *x, int64_t n, float mean)
 {
@@ -41,9 +48,13 @@ LK_INLINE float lane_chunk(const int kind, const float *x, int64_t n, float mean
     for (int a = 0; a < LANES_NV; a++)
         acc[a] = vf_bits(0x80000000u); /* -0 */
     int64_t i = 0;
-    for (; i + LK_LANES <= n; i += LK_LANES)
+    for (; i + LK_LANES <= n; i += LK_LANES) {
+        if (LANE_PREFETCH)
+            for (int b = 0; b < LK_LANES * 4; b += 64)
+                __builtin_prefetch((const char *)(x + i) + LANE_PREFETCH + b);
         for (int a = 0; a < LANES_NV; a++)
             acc[a] = lane_term(kind, acc[a], vf_load(x + i + a * VW), m);
+    }
     for (int a = 0; a < LANES_NV && i + a * VW < n; a++) {
         int64_t left = n - i - a * VW;
         if (left >= VW) {

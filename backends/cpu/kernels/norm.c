@@ -14,14 +14,19 @@ typedef struct norm_job {
     float *buf;          /* per thread: the widened x row (non-f32 x) */
 } norm_job;
 
-/* y = ((x - m) * r) (* w) (+ b), for i in [0, n); rms: m unused. */
+/* y = ((x - m) * r) (* w) (+ b), for i in [0, n); rms: m unused.  The
+ * row is in cache by now, so this pass also asks for the next row (at pf,
+ * elements of es bytes): the memory keeps streaming while the row is
+ * finished. */
 LK_INLINE void norm_apply(const int layer, const int hw, const int hb, const float *x,
                           const float *w, const float *b, float m, float r, void *y,
-                          lk_dtype dt, int64_t yi, int64_t n)
+                          lk_dtype dt, int64_t yi, int64_t n, const char *pf, int64_t es)
 {
     const vf vm_ = vf_set1(m), vr = vf_set1(r);
     int64_t i = 0;
     for (; i < n; i += VW) {
+        if (pf)
+            __builtin_prefetch(pf + i * es);
         const int part = n - i < VW ? (int)(n - i) : VW;
         vf v = part == VW ? vf_load(x + i) : vf_load_part(x + i, part, vf_zero());
         if (layer)
@@ -54,20 +59,22 @@ static void norm_rows(void *p, int64_t r0, int64_t r1, int tid)
         }
         const float rs = 1.0f / sqrtf(ss / (float)n + a->eps);
         const int64_t yi = r * a->y.ld;
+        const int64_t es = dt_size(a->x.dtype);
+        const char *pf = r + 1 < r1 ? (const char *)a->x.data + (r + 1) * a->x.ld * es : NULL;
         /* the weight/bias combinations as separate loops: no test per element */
         if (j->layer) {
             if (j->w && j->b)
-                norm_apply(1, 1, 1, x, j->w, j->b, m, rs, a->y.data, a->y.dtype, yi, n);
+                norm_apply(1, 1, 1, x, j->w, j->b, m, rs, a->y.data, a->y.dtype, yi, n, pf, es);
             else if (j->w)
-                norm_apply(1, 1, 0, x, j->w, NULL, m, rs, a->y.data, a->y.dtype, yi, n);
+                norm_apply(1, 1, 0, x, j->w, NULL, m, rs, a->y.data, a->y.dtype, yi, n, pf, es);
             else if (j->b)
-                norm_apply(1, 0, 1, x, NULL, j->b, m, rs, a->y.data, a->y.dtype, yi, n);
+                norm_apply(1, 0, 1, x, NULL, j->b, m, rs, a->y.data, a->y.dtype, yi, n, pf, es);
             else
-                norm_apply(1, 0, 0, x, NULL, NULL, m, rs, a->y.data, a->y.dtype, yi, n);
+                norm_apply(1, 0, 0, x, NULL, NULL, m, rs, a->y.data, a->y.dtype, yi, n, pf, es);
         } else if (j->w) {
-            norm_apply(0, 1, 0, x, j->w, NULL, m, rs, a->y.data, a->y.dtype, yi, n);
+            norm_apply(0, 1, 0, x, j->w, NULL, m, rs, a->y.data, a->y.dtype, yi, n, pf, es);
         } else {
-            norm_apply(0, 0, 0, x, NULL, NULL, m, rs, a->y.data, a->y.dtype, yi, n);
+            norm_apply(0, 0, 0, x, NULL, NULL, m, rs, a->y.data, a->y.dtype, yi, n, pf, es);
         }
     }
 }

@@ -20,6 +20,36 @@ typedef struct qg_job qg_job;
 typedef void (*qg_tile_fn)(const qg_job *j, int64_t m0, int64_t n0, int mt, int nt,
                            int32_t *out, int64_t ldo);
 
+/* name(j, m0, n0, mt, nt, out, ldo): the tile function `inner`, written
+ * with mt and nt as its first two arguments, instantiated for every tile
+ * shape so that each one keeps its accumulators in registers (at run time
+ * only, against SIMDe: see LK_SIMDE_GENERIC). */
+#define QG_CASE(inner, a, b)                          \
+    case (a) * 8 + (b):                               \
+        inner(a, b, j, m0, n0, out, ldo);             \
+        break;
+#define QG_CASES(inner, b) \
+    QG_CASE(inner, 1, b) QG_CASE(inner, 2, b) QG_CASE(inner, 3, b) QG_CASE(inner, 4, b)
+#if QG_NT > 2
+#define QG_CASES_WIDE(inner) QG_CASES(inner, 3) QG_CASES(inner, 4)
+#else
+#define QG_CASES_WIDE(inner)
+#endif
+#define QG_DEFINE_TILE(name, inner)                                                     \
+    static void name(const qg_job *j, int64_t m0, int64_t n0, int mt, int nt,          \
+                     int32_t *out, int64_t ldo)                                        \
+    {                                                                                  \
+        if (LK_SIMDE_GENERIC) {                                                        \
+            inner(mt, nt, j, m0, n0, out, ldo);                                        \
+            return;                                                                    \
+        }                                                                              \
+        switch (mt * 8 + nt) {                                                         \
+            QG_CASES(inner, 1) QG_CASES(inner, 2) QG_CASES_WIDE(inner)                 \
+        default:                                                                       \
+            break;                                                                     \
+        }                                                                              \
+    }
+
 struct qg_job {
     const lk_qgemm_args *q;
     qg_tile_fn tile;

@@ -32,7 +32,12 @@ static void sm_rows(void *p, int64_t r0, int64_t r1, int tid)
         const float s = lane_sum(LANE_SUM, e, n, 0.0f);
         const int64_t yi = r * a->y.ld;
         const vf vs = vf_set1(j->log ? lk_logf(s) : s);
+        /* the row is in cache: ask for the next one while this one ends */
+        const int64_t es = dt_size(a->x.dtype);
+        const char *pf = r + 1 < r1 ? (const char *)a->x.data + (r + 1) * a->x.ld * es : NULL;
         for (i = 0; i < n; i += VW) {
+            if (pf)
+                __builtin_prefetch(pf + i * es);
             const int part = n - i < VW ? (int)(n - i) : VW;
             vf v = j->log ? vf_sub(vf_sub(vf_load_part(x + i, part, vf_zero()), mx), vs)
                           : vf_div(vf_load_part(e + i, part, vf_zero()), vs);

@@ -11,7 +11,8 @@
 
 #define C(x) vf_set1(x)
 
-LK_INLINE vf v_expf(vf x)
+/* lk_exp_parts: e^x = (p * s1) * s2 (x not NaN). */
+LK_INLINE vf v_exp_parts(vf x, vf *s1, vf *s2)
 {
     vf xc = vf_select(vf_lt(x, C(LK_EXP_HI)), x, C(LK_EXP_HI));
     xc = vf_select(vf_gt(xc, C(LK_EXP_LO)), xc, C(LK_EXP_LO));
@@ -30,11 +31,18 @@ LK_INLINE vf v_expf(vf x)
     vf a = vf_add(C(1.0f), rh);
     vf ae = vf_add(vf_sub(C(1.0f), a), rh);
     vf p = vf_add(a, vf_add(ae, u));
-    /* (k + 150) / 2 with k + 150 >= 0: the arithmetic shift is the division */
-    vi k1 = vi_sub(vi_srai(vi_add(k, vi_set1(150)), 1), vi_set1(75));
+    /* (k + 256) / 2 with k + 256 >= 0: the arithmetic shift is the division */
+    vi k1 = vi_sub(vi_srai(vi_add(k, vi_set1(256)), 1), vi_set1(128));
     vi k2 = vi_sub(k, k1);
-    vf s1 = vi_as_vf(vi_slli(vi_add(k1, vi_set1(127)), 23));
-    vf s2 = vi_as_vf(vi_slli(vi_add(k2, vi_set1(127)), 23));
+    *s1 = vi_as_vf(vi_slli(vi_add(k1, vi_set1(127)), 23));
+    *s2 = vi_as_vf(vi_slli(vi_add(k2, vi_set1(127)), 23));
+    return p;
+}
+
+LK_INLINE vf v_expf(vf x)
+{
+    vf s1, s2;
+    vf p = v_exp_parts(x, &s1, &s2);
     vf y = vf_mul(vf_mul(p, s1), s2);
     return vf_select(vf_isnan(x), x, y);
 }
@@ -98,7 +106,7 @@ LK_INLINE vf v_tanhf(vf x)
     vf yl = vf_sub(C(1.0f), vf_div(C(2.0f), vf_add(e, C(1.0f))));
     yl = v_copysign_or(yl, x);
     vf y = vf_select(vf_lt(ax, C(LK_TANH_SPLIT)), ys, yl);
-    return vf_select(vf_isnan(x), x, y);
+    return vf_select(vm_or(vf_isnan(x), vf_eq(x, vf_zero())), x, y);
 }
 
 LK_INLINE vf v_erff(vf x)
@@ -129,31 +137,53 @@ LK_INLINE vf v_erff(vf x)
     return vf_select(vf_isnan(x), x, y);
 }
 
-LK_INLINE vf v_mul_sigmoidf(vf m, vf v)
+LK_INLINE vf v_mul_sigmoidf(vf m, vf v, vf ve)
 {
-    vf e = v_expf(vf_neg(vf_abs(v)));
-    vf n = vf_select(vf_ge(v, vf_zero()), m, vf_mul(m, e));
-    return vf_div(n, vf_add(C(1.0f), e));
+    vf s1, s2;
+    vf p = v_exp_parts(vf_neg(vf_abs(v)), &s1, &s2);
+    const vm pos = vf_ge(v, vf_zero());
+    p = vf_fma(p, vf_select(pos, vf_neg(ve), ve), p);
+    vf e = vf_mul(vf_mul(p, s1), s2);
+    vf n = vf_select(pos, m, vf_mul(vf_mul(vf_mul(m, p), s1), s2));
+    vf d = vf_add(C(1.0f), e);
+    vf de = vf_add(vf_sub(C(1.0f), d), e);
+    vf rd = vf_div(C(1.0f), d);
+    vf y0 = vf_mul(n, rd);
+    vf rho = vf_fma(vf_neg(y0), de, vf_fma(vf_neg(y0), d, n));
+    vf y = vf_fma(rho, rd, y0);
+    return vf_select(vm_or(vf_eq(y0, vf_zero()), vf_eq(vf_abs(y0), vf_bits(0x7f800000u))), y0,
+                     y);
 }
 
 LK_INLINE vf v_sigmoidf(vf x)
 {
-    vf y = v_mul_sigmoidf(C(1.0f), x);
+    vf y = v_mul_sigmoidf(C(1.0f), x, vf_zero());
     return vf_select(vf_isnan(x), x, y);
 }
 
 LK_INLINE vf v_siluf(vf x)
 {
     vf xc = vf_select(vf_gt(x, C(LK_SILU_LO)), x, C(LK_SILU_LO));
-    vf y = v_mul_sigmoidf(xc, xc);
+    vf y = v_mul_sigmoidf(xc, xc, vf_zero());
     return vf_select(vf_isnan(x), x, y);
 }
 
 LK_INLINE vf v_gelu_tanhf(vf x)
 {
     vf xc = vf_select(vf_gt(x, C(LK_SILU_LO)), x, C(LK_SILU_LO));
-    vf v = vf_mul(xc, vf_fma(C(LK_GELU_K1), vf_mul(xc, xc), C(LK_GELU_K0)));
-    vf y = v_mul_sigmoidf(xc, v);
+    vf xv = vf_select(vf_lt(xc, C(LK_GELU_VMAX)), xc, C(LK_GELU_VMAX));
+    vf z = vf_mul(xv, xv);
+    vf ze = vf_fma(xv, xv, vf_neg(z));
+    vf pz = vf_mul(C(LK_GELU_K1), z);
+    vf pze = vf_fma(C(LK_GELU_K1), z, vf_neg(pz));
+    vf m = vf_add(C(LK_GELU_K0), pz);
+    vf mb = vf_sub(m, C(LK_GELU_K0));
+    vf me = vf_add(vf_sub(C(LK_GELU_K0), vf_sub(m, mb)), vf_sub(pz, mb));
+    vf ml = vf_add(me, vf_add(pze, vf_fma(C(LK_GELU_K1), ze,
+                                          vf_fma(C(LK_GELU_K1_LO), z, C(LK_GELU_K0_LO)))));
+    vf v = vf_mul(xv, m);
+    vf ve = vf_fma(xv, ml, vf_fma(xv, m, vf_neg(v)));
+    vf y = v_mul_sigmoidf(xc, v, ve);
     return vf_select(vf_isnan(x), x, y);
 }
 
@@ -162,23 +192,27 @@ LK_INLINE vf v_gelu_erff(vf x)
     vf ax = vf_abs(x);
     vf t = vf_select(vf_lt(ax, C(LK_GELU_TMAX)), ax, C(LK_GELU_TMAX));
     vf r = vf_div(C(1.0f), vf_add(t, C(LK_GELU_C)));
-    vf q = vf_fma(C(-2.0f * LK_GELU_C), r, C(1.0f));
-    vf w = vf_fma(C(LK_GELU_W10), q, C(LK_GELU_W9));
-    w = vf_fma(w, q, C(LK_GELU_W8));
-    w = vf_fma(w, q, C(LK_GELU_W7));
-    w = vf_fma(w, q, C(LK_GELU_W6));
-    w = vf_fma(w, q, C(LK_GELU_W5));
-    w = vf_fma(w, q, C(LK_GELU_W4));
-    w = vf_fma(w, q, C(LK_GELU_W3));
-    w = vf_fma(w, q, C(LK_GELU_W2));
-    w = vf_fma(w, q, C(LK_GELU_W1));
-    w = vf_fma(w, q, C(LK_GELU_W0));
-    vf s = vf_mul(t, t);
-    vf se = vf_fma(t, t, vf_neg(s));
-    vf f = vf_mul(vf_mul(w, r), v_expf(vf_mul(C(-0.5f), s)));
-    vf phi = vf_fma(f, vf_mul(C(-0.5f), se), f);
-    vf nt = vf_neg(t);
-    vf y = vf_select(vf_lt(x, vf_zero()), vf_mul(nt, phi), vf_fma(nt, phi, x));
+    vf s = vf_mul(t, r);
+    vf c = vf_sub(s, C(LK_GELU_S0));
+    vf w = vf_fma(C(LK_GELU_W10), c, C(LK_GELU_W9));
+    w = vf_fma(w, c, C(LK_GELU_W8));
+    w = vf_fma(w, c, C(LK_GELU_W7));
+    w = vf_fma(w, c, C(LK_GELU_W6));
+    w = vf_fma(w, c, C(LK_GELU_W5));
+    w = vf_fma(w, c, C(LK_GELU_W4));
+    w = vf_fma(w, c, C(LK_GELU_W3));
+    w = vf_fma(w, c, C(LK_GELU_W2));
+    w = vf_fma(w, c, C(LK_GELU_W1));
+    w = vf_fma(w, c, C(LK_GELU_W0));
+    vf a = vf_mul(vf_mul(w, r), t);
+    vf sq = vf_mul(t, t);
+    vf sqe = vf_fma(t, t, vf_neg(sq));
+    vf s1, s2;
+    vf p = v_exp_parts(vf_mul(C(-0.5f), sq), &s1, &s2);
+    p = vf_fma(p, vf_mul(C(-0.5f), sqe), p);
+    vf u = vf_mul(a, p);
+    vf tail = vf_mul(vf_mul(u, s1), s2);
+    vf y = vf_select(vf_lt(x, vf_zero()), vf_neg(tail), vf_fma(vf_neg(u), vf_mul(s1, s2), x));
     return vf_select(vf_isnan(x), x, y);
 }
 
