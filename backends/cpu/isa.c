@@ -13,10 +13,16 @@
 
 #include "backends/cpu/isa.h"
 
+#if !defined(__x86_64__) && !defined(__i386__)
+int lk_cpu_prefetch;
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 
 static char lk_brand[49];
+
+int lk_cpu_prefetch;
 
 static unsigned long long lk_xgetbv0(void)
 {
@@ -36,6 +42,8 @@ static unsigned lk_x86_detect(void)
             __get_cpuid(0x80000002u + leaf, &w[0], &w[1], &w[2], &w[3]);
     }
     max = __get_cpuid_max(0, NULL);
+    __cpuid(0, a, b, c, d);
+    lk_cpu_prefetch = b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* GenuineIntel */
     if (max < 7 || !__get_cpuid(1, &a, &b, &c, &d))
         return isas;
     int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;

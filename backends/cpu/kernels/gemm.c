@@ -11,9 +11,11 @@
  * bias and C's old value and rounds once, after the last k-panel.
  *
  * Threads split independent output tiles only (column panels, or row
- * blocks), so the bits do not depend on their number.  For M <= GEMM_MR
- * (GEMV and small batches) there is no shared packing at all: each thread
- * takes whole column panels and runs the micro-kernel over all of K. */
+ * blocks: gemm_grid), so the bits do not depend on their number.  For
+ * M <= GEMM_MR (GEMV and small batches) there is no shared packing at all:
+ * each thread takes whole column panels and runs the micro-kernel over all
+ * of K, or, for a transposed B (a linear layer's weights), transposes 8 x 8
+ * blocks in registers and uses them at once (gemv_t_group). */
 #include <stdlib.h>
 
 #include "backends/cpu/kernels/elem.h"

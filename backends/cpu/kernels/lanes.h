@@ -33,12 +33,12 @@ LK_INLINE vf lane_term(const int kind, vf lane, vf x, vf m)
     return vf_fma(x, x, lane);
 }
 
+#include "backends/cpu/isa.h"
+
 /* Bytes ahead that a chunk asks the memory for, on top of the hardware
- * prefetcher (0: none).  On a Xeon this took a 2^26 sum from 0.72 to 0.97
- * of the streaming read (docs/bench.md). */
-#ifndef LANE_PREFETCH
+ * prefetcher, where that pays (lk_cpu_prefetch): on a Xeon it took a 2^26
+ * sum from 0.72 to 0.97 of the streaming read (docs/bench.md). */
 #define LANE_PREFETCH 2048
-#endif
 
 /* One chunk, 1 <= n <= LK_CHUNK terms. */
 LK_INLINE float lane_chunk(const int kind, const float *x, int64_t n, float mean)
@@ -49,7 +49,7 @@ LK_INLINE float lane_chunk(const int kind, const float *x, int64_t n, float mean
         acc[a] = vf_bits(0x80000000u); /* -0 */
     int64_t i = 0;
     for (; i + LK_LANES <= n; i += LK_LANES) {
-        if (LANE_PREFETCH)
+        if (lk_cpu_prefetch)
             for (int b = 0; b < LK_LANES * 4; b += 64)
                 __builtin_prefetch((const char *)(x + i) + LANE_PREFETCH + b);
         for (int a = 0; a < LANES_NV; a++)

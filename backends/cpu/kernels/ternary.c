@@ -16,6 +16,7 @@
 #include "backends/cpu/kernels/elem.h"
 #include "backends/cpu/kernels/qgemm.h"
 #include "backends/cpu/kernels/t2.h"
+#include "backends/cpu/isa.h"
 #include "core/error.h"
 
 #define TQ_VB (4 * VW)   /* bytes per vector */
@@ -113,10 +114,9 @@ typedef struct tq_ctx {
 #define TQ_PREFETCH 2048
 
 /* The GEMV streams rows in memory order; the hardware prefetcher follows,
- * but a software prefetch this far ahead keeps more lines in flight. */
-#ifndef TQ_ROW_PREFETCH
+ * and where it pays (lk_cpu_prefetch) a software prefetch this far ahead
+ * keeps more lines in flight. */
 #define TQ_ROW_PREFETCH 4096
-#endif
 
 /* The four code vectors of one vector of packed bytes. */
 #define TQ_DECODE(b, c0, c1, c2, c3)                                           \
@@ -178,7 +178,7 @@ static int32_t tq_row_scaled(const tq_ctx *c, const uint8_t *w, const int8_t *x,
     vi t[4] = {vi_zero(), vi_zero(), vi_zero(), vi_zero()};
     int64_t g = 0;
     for (; g + 2 <= c->full; g += 2) {
-        if (TQ_ROW_PREFETCH) {
+        if (lk_cpu_prefetch) {
             __builtin_prefetch(w + g * TQ_VB + TQ_ROW_PREFETCH);
             __builtin_prefetch(w + (g + 1) * TQ_VB + TQ_ROW_PREFETCH);
         }
@@ -215,7 +215,7 @@ static int32_t tq_row(const tq_ctx *c, const uint8_t *w, const int8_t *x, int32_
     vi a0 = vi_zero(), a1 = vi_zero(), a2 = vi_zero(), a3 = vi_zero();
     int64_t g = 0;
     for (; g + 2 <= c->full; g += 2) {
-        if (TQ_ROW_PREFETCH) {
+        if (lk_cpu_prefetch) {
             __builtin_prefetch(w + g * TQ_VB + TQ_ROW_PREFETCH);
             __builtin_prefetch(w + (g + 1) * TQ_VB + TQ_ROW_PREFETCH);
         }
