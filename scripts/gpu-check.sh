@@ -24,7 +24,8 @@
 #   ARCH        nvcc -gencode flags; default: only this GPU's architecture
 #               (fast); ARCH=fat builds the shipped fat binary
 #   BENCH_ARGS  extra arguments for the benchmark (e.g. --quick)
-#   TIMEOUT     seconds per sanitizer run (default 480)
+#   LOCKCHECK_ARGS  extra arguments for lockstep check (e.g. --full)
+#   TIMEOUT     seconds per sanitizer run (default 270)
 #
 # The summary table is printed last; the exit status is the number of
 # failed stages.
@@ -32,7 +33,7 @@
 OUT=${OUT:-/tmp/out}
 BUILD_ROOT=${BUILD_ROOT:-/tmp/lockstep-gpu-check}
 JOBS=${JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 4)}
-TIMEOUT=${TIMEOUT:-480}
+TIMEOUT=${TIMEOUT:-270}
 STAGES=${*:-build check lockcheck memcheck racecheck bench}
 mkdir -p "$OUT" "$BUILD_ROOT" || exit 1
 SUMMARY=$OUT/summary.txt
@@ -134,8 +135,9 @@ stage_check() {
 
 stage_lockcheck() {
   t0=$(now)
+  # shellcheck disable=SC2086 # LOCKCHECK_ARGS is a list of words
   ( cd "$B" && LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" ./tools/lockstep info &&
-    LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" ./tools/lockstep check ) \
+    LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" ./tools/lockstep check $LOCKCHECK_ARGS ) \
       > "$OUT/lockstep-check.log" 2>&1
   st=$?
   last=$(tail -3 "$OUT/lockstep-check.log" | tr -s ' \n' ' ')
