@@ -9,8 +9,9 @@
 #include "core/core.h"
 #include "core/error.h"
 #include "core/topology.h"
+#include "core/fpenv.h"
 
-LK_API lk_status lk_context_create(lk_context **out)
+static lk_status lk_context_create_unguarded(lk_context **out)
 {
     lk_error_clear();
     if (!out)
@@ -38,7 +39,7 @@ LK_API lk_status lk_context_create(lk_context **out)
     return LK_OK;
 }
 
-LK_API void lk_context_destroy(lk_context *ctx)
+static void lk_context_destroy_unguarded(lk_context *ctx)
 {
     lk_error_clear();
     if (!ctx)
@@ -89,4 +90,26 @@ LK_API lk_status lk_context_topology(const lk_context *ctx, lk_topology_info *in
     memcpy(r.source, t->source, sizeof r.source);
     *info = r;
     return LK_OK;
+}
+
+/* The public entry points: the body inside the FP guard (numerics.md
+ * section 2), so that neither a driver's runtime nor our own arithmetic
+ * sees the caller's FTZ/DAZ or leaves status flags in the caller's
+ * register. */
+
+LK_API lk_status lk_context_create(lk_context **out)
+{
+    lk_fpenv fe;
+    lk_fpenv_enter(&fe);
+    lk_status st = lk_context_create_unguarded(out);
+    lk_fpenv_leave(&fe);
+    return st;
+}
+
+LK_API void lk_context_destroy(lk_context *ctx)
+{
+    lk_fpenv fe;
+    lk_fpenv_enter(&fe);
+    lk_context_destroy_unguarded(ctx);
+    lk_fpenv_leave(&fe);
 }

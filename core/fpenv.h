@@ -14,31 +14,38 @@
 #include <xmmintrin.h>
 typedef struct lk_fpenv { unsigned int mxcsr; } lk_fpenv;
 #define LK_FPENV_CANONICAL 0x1F80u /* all exceptions masked, RNE, no FTZ/DAZ */
+/* MXCSR holds the sticky exception flags too: the caller's register is
+ * restored whole, so flags our arithmetic raises never reach the caller
+ * (and the caller's own flags are kept). */
 static inline void lk_fpenv_enter(lk_fpenv *saved)
 {
     saved->mxcsr = _mm_getcsr();
-    if (saved->mxcsr != LK_FPENV_CANONICAL)
-        _mm_setcsr(LK_FPENV_CANONICAL);
+    _mm_setcsr(LK_FPENV_CANONICAL);
 }
 static inline void lk_fpenv_leave(const lk_fpenv *saved)
 {
-    if (saved->mxcsr != LK_FPENV_CANONICAL)
-        _mm_setcsr(saved->mxcsr);
+    _mm_setcsr(saved->mxcsr);
 }
 #elif defined(__aarch64__)
-typedef struct lk_fpenv { uint64_t fpcr; } lk_fpenv;
+/* FPCR holds the controls, FPSR the sticky flags: both come back whole. */
+typedef struct lk_fpenv { uint64_t fpcr, fpsr; } lk_fpenv;
 static inline void lk_fpenv_enter(lk_fpenv *saved)
 {
-    uint64_t v;
-    __asm__ __volatile__("mrs %0, fpcr" : "=r"(v));
-    saved->fpcr = v;
-    if (v != 0) /* RNE, FZ = FZ16 = AH = FIZ = DN = 0 */
+    uint64_t c, s;
+    __asm__ __volatile__("mrs %0, fpcr" : "=r"(c));
+    __asm__ __volatile__("mrs %0, fpsr" : "=r"(s));
+    saved->fpcr = c;
+    saved->fpsr = s;
+    if (c != 0) /* RNE, FZ = FZ16 = AH = FIZ = DN = 0 */
         __asm__ __volatile__("msr fpcr, %0" : : "r"((uint64_t)0));
 }
 static inline void lk_fpenv_leave(const lk_fpenv *saved)
 {
-    if (saved->fpcr != 0)
+    uint64_t c;
+    __asm__ __volatile__("mrs %0, fpcr" : "=r"(c));
+    if (c != saved->fpcr)
         __asm__ __volatile__("msr fpcr, %0" : : "r"(saved->fpcr));
+    __asm__ __volatile__("msr fpsr, %0" : : "r"(saved->fpsr));
 }
 #else
 #include <fenv.h>

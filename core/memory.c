@@ -18,6 +18,7 @@
 #include "core/core.h"
 #include "core/error.h"
 #include "core/memory.h"
+#include "core/fpenv.h"
 
 #define LK_ALIGN 64
 
@@ -165,7 +166,7 @@ void lk_mem_release_device(lk_device *dev)
     }
 }
 
-LK_API lk_status lk_malloc(lk_device *dev, size_t bytes, void **ptr)
+static lk_status lk_malloc_unguarded(lk_device *dev, size_t bytes, void **ptr)
 {
     lk_error_clear();
     if (!dev)
@@ -202,7 +203,7 @@ LK_API lk_status lk_malloc(lk_device *dev, size_t bytes, void **ptr)
     return LK_OK;
 }
 
-LK_API lk_status lk_free(lk_device *dev, void *ptr)
+static lk_status lk_free_unguarded(lk_device *dev, void *ptr)
 {
     lk_error_clear();
     if (!dev)
@@ -236,7 +237,7 @@ static int lk_ranges_overlap(uintptr_t a, uintptr_t b, size_t n)
     return a < b + n && b < a + n;
 }
 
-LK_API lk_status lk_memcpy(lk_queue *q, void *dst, const void *src, size_t bytes,
+static lk_status lk_memcpy_unguarded(lk_queue *q, void *dst, const void *src, size_t bytes,
                            lk_copy_kind kind)
 {
     static const char fn[] = "lk_memcpy";
@@ -304,4 +305,36 @@ LK_API lk_status lk_memcpy(lk_queue *q, void *dst, const void *src, size_t bytes
         return lk_error(st, "%s: %s: %s", fn, dev->props.name, lk_last_error());
     return lk_error(st, "%s: device %s failed (%s)", fn, dev->props.name,
                     lk_status_string(st));
+}
+
+/* The public entry points: the body inside the FP guard (numerics.md
+ * section 2), so that neither a driver's runtime nor our own arithmetic
+ * sees the caller's FTZ/DAZ or leaves status flags in the caller's
+ * register. */
+
+LK_API lk_status lk_malloc(lk_device *dev, size_t bytes, void **ptr)
+{
+    lk_fpenv fe;
+    lk_fpenv_enter(&fe);
+    lk_status st = lk_malloc_unguarded(dev, bytes, ptr);
+    lk_fpenv_leave(&fe);
+    return st;
+}
+
+LK_API lk_status lk_free(lk_device *dev, void *ptr)
+{
+    lk_fpenv fe;
+    lk_fpenv_enter(&fe);
+    lk_status st = lk_free_unguarded(dev, ptr);
+    lk_fpenv_leave(&fe);
+    return st;
+}
+
+LK_API lk_status lk_memcpy(lk_queue *q, void *dst, const void *src, size_t bytes, lk_copy_kind kind)
+{
+    lk_fpenv fe;
+    lk_fpenv_enter(&fe);
+    lk_status st = lk_memcpy_unguarded(q, dst, src, bytes, kind);
+    lk_fpenv_leave(&fe);
+    return st;
 }

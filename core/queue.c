@@ -10,8 +10,9 @@
 
 #include "core/core.h"
 #include "core/error.h"
+#include "core/fpenv.h"
 
-LK_API lk_status lk_queue_create(lk_device *dev, const lk_queue_opts *opts, lk_queue **out)
+static lk_status lk_queue_create_unguarded(lk_device *dev, const lk_queue_opts *opts, lk_queue **out)
 {
     lk_error_clear();
     if (!dev)
@@ -50,7 +51,7 @@ LK_API lk_status lk_queue_create(lk_device *dev, const lk_queue_opts *opts, lk_q
     return LK_OK;
 }
 
-LK_API lk_status lk_queue_destroy(lk_queue *q)
+static lk_status lk_queue_destroy_unguarded(lk_queue *q)
 {
     lk_error_clear();
     if (!q)
@@ -62,7 +63,7 @@ LK_API lk_status lk_queue_destroy(lk_queue *q)
     return LK_OK;
 }
 
-LK_API lk_status lk_queue_sync(lk_queue *q)
+static lk_status lk_queue_sync_unguarded(lk_queue *q)
 {
     lk_error_clear();
     if (!q)
@@ -85,4 +86,36 @@ LK_API lk_device *lk_queue_device(const lk_queue *q)
 {
     lk_error_clear();
     return q ? q->dev : NULL;
+}
+
+/* The public entry points: the body inside the FP guard (numerics.md
+ * section 2), so that neither a driver's runtime nor our own arithmetic
+ * sees the caller's FTZ/DAZ or leaves status flags in the caller's
+ * register. */
+
+LK_API lk_status lk_queue_create(lk_device *dev, const lk_queue_opts *opts, lk_queue **out)
+{
+    lk_fpenv fe;
+    lk_fpenv_enter(&fe);
+    lk_status st = lk_queue_create_unguarded(dev, opts, out);
+    lk_fpenv_leave(&fe);
+    return st;
+}
+
+LK_API lk_status lk_queue_destroy(lk_queue *q)
+{
+    lk_fpenv fe;
+    lk_fpenv_enter(&fe);
+    lk_status st = lk_queue_destroy_unguarded(q);
+    lk_fpenv_leave(&fe);
+    return st;
+}
+
+LK_API lk_status lk_queue_sync(lk_queue *q)
+{
+    lk_fpenv fe;
+    lk_fpenv_enter(&fe);
+    lk_status st = lk_queue_sync_unguarded(q);
+    lk_fpenv_leave(&fe);
+    return st;
 }
