@@ -47,7 +47,7 @@ static void absent_reason(lk_context *ctx, const char *family, char *out, size_t
     for (int i = 0; i < lk_context_driver_count(ctx); i++) {
         lk_driver_info d;
         if (lk_context_driver_info(ctx, i, &d) == LK_OK && !strcmp(d.name, family)) {
-            snprintf(out, size, "no %s device (%s: %s)", family, lk_status_string(d.status),
+            snprintf(out, size, "no %s device (%s: %.200s)", family, lk_status_string(d.status),
                      d.message[0] ? d.message : "no reason given");
             return;
         }
