@@ -67,7 +67,9 @@ lk_cpu_simde_cppflags = $(AM_CPPFLAGS) -DLK_SIMDE $(SIMDE_CPPFLAGS)
 # SIMDe's 512-bit types are plain 64-byte vectors: gcc notes that their ABI
 # differs without -mavx512f, which only matters across a call boundary
 # (the kernels' entry points take pointers).
-lk_cpu_simde_cflags = $(AM_CFLAGS) -Wno-psabi
+# -fwrapv: SIMDe's portable integer lanes are C signed arithmetic, which
+# wraps on the hardware but is undefined in C (UBSan reports it).
+lk_cpu_simde_cflags = $(AM_CFLAGS) -Wno-psabi -fwrapv
 noinst_LTLIBRARIES += backends/cpu/libcpu_avx2_simde.la \
 	backends/cpu/libcpu_avx_vnni_simde.la backends/cpu/libcpu_avx512_simde.la
 backends_cpu_libcpu_avx2_simde_la_CPPFLAGS = $(lk_cpu_simde_cppflags)

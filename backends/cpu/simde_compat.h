@@ -124,6 +124,23 @@ static inline simde__m512i lk_simde_srai_epi32(simde__m512i a, int n)
 }
 #define _mm512_srai_epi32(a, n) lk_simde_srai_epi32(a, n)
 #endif
+/* SIMDe 0.7.4 emulates vmaskmovps as a full 32-byte load and a mask, so
+ * it reads past the end of a row where the instruction never does (ASan
+ * saw it; at a page end it would fault).  Lane by lane instead. */
+static inline simde__m256 lk_simde_maskload256_ps(const float *p, simde__m256i mask)
+{
+    int32_t m[8];
+    float v[8] = {0};
+    simde__m256 r;
+    memcpy(m, &mask, sizeof m);
+    for (int i = 0; i < 8; i++)
+        if (m[i] < 0)
+            memcpy(&v[i], p + i, sizeof v[i]);
+    memcpy(&r, v, sizeof r);
+    return r;
+}
+#undef _mm256_maskload_ps
+#define _mm256_maskload_ps(p, mask) lk_simde_maskload256_ps((const float *)(p), (mask))
 #ifndef _mm512_mask_loadu_ps /* masked-off lanes are not read */
 static inline simde__m512 lk_simde_mask_loadu_ps(simde__m512 src, lk_mmask16 k, const void *p)
 {
