@@ -268,6 +268,10 @@ static void reduce_check(lk_queue *q, lk_reduce_op op, lk_dtype dx, lk_dtype dy,
         lk_tensor x = tn(&X, dev, dx, rows, n, n + pad), y = tn(&Y, dev, yt, rows, 1, 2);
         st[dev] = lk_reduce(dev ? q : rq, op, &x, &y);
     }
+    /* same() downloads on gq; q (small_ws) is another non-blocking stream,
+     * so its work must be finished first or the download races the kernel */
+    if (st[1] == LK_OK && q != gq)
+        st[1] = lk_queue_sync(q);
     ok(run_both(st[0], st[1], path) && same(&Y, path), "reduce op %d %s -> %s, %lld x %lld (%s)",
        (int)op, lk_dtype_name(dx), lk_dtype_name(yt), (long long)rows, (long long)n, path);
     rel(&X), rel(&Y);
