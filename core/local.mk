@@ -19,8 +19,7 @@ liblockstep_la_SOURCES += \
 	core/ops_unary.c \
 	core/ops_binary.c \
 	core/ops_quant.c \
-	core/ops_intgemm.c \
-	core/ref_stubs.c
+	core/ops_intgemm.c
 # configure's exit cleanup runs 'rm -f core && rm -f -r confdefs* ...', which stops at the core/
 # build directory and leaves confdefs.h behind for distcheck to find.
 DISTCLEANFILES += confdefs.h

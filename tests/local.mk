@@ -20,7 +20,7 @@ tests_module_ldflags = -module -avoid-version -shared -no-undefined \
 	-rpath $(abs_top_builddir)/tests/drivers
 check_LTLIBRARIES += tests/drivers/lockstep-testdrv.la \
 	tests/drivers/lockstep-badabi.la tests/drivers/lockstep-testdup.la
-tests_drivers_lockstep_testdrv_la_SOURCES = tests/drivers/testdrv.c core/ref_stubs.c
+tests_drivers_lockstep_testdrv_la_SOURCES = tests/drivers/testdrv.c
 tests_drivers_lockstep_testdrv_la_LDFLAGS = $(AM_LDFLAGS) $(tests_module_ldflags)
 tests_drivers_lockstep_testdrv_la_LIBADD = backends/ref/libref.la
 tests_drivers_lockstep_badabi_la_SOURCES = tests/drivers/badabi.c
