@@ -23,9 +23,15 @@ check_LTLIBRARIES += tests/drivers/lockstep-testdrv.la \
 tests_drivers_lockstep_testdrv_la_SOURCES = tests/drivers/testdrv.c
 tests_drivers_lockstep_testdrv_la_LDFLAGS = $(AM_LDFLAGS) $(tests_module_ldflags)
 tests_drivers_lockstep_testdrv_la_LIBADD = backends/ref/libref.la
-tests_drivers_lockstep_badabi_la_SOURCES = tests/drivers/badabi.c
+tests_drivers_lockstep_badabi_la_SOURCES = tests/drivers/inert.c
+tests_drivers_lockstep_badabi_la_CPPFLAGS = $(AM_CPPFLAGS) \
+	-DINERT_ABI='(LK_DRIVER_ABI_VERSION + 1)' -DINERT_NAME='"badabi"' \
+	-DINERT_DESCRIPTION='"test-only: built for the next driver ABI"'
 tests_drivers_lockstep_badabi_la_LDFLAGS = $(AM_LDFLAGS) $(tests_module_ldflags)
-tests_drivers_lockstep_testdup_la_SOURCES = tests/drivers/testdup.c
+tests_drivers_lockstep_testdup_la_SOURCES = tests/drivers/inert.c
+tests_drivers_lockstep_testdup_la_CPPFLAGS = $(AM_CPPFLAGS) \
+	-DINERT_ABI=LK_DRIVER_ABI_VERSION -DINERT_NAME='"test"' \
+	-DINERT_DESCRIPTION='"test-only: a second driver named test"'
 tests_drivers_lockstep_testdup_la_LDFLAGS = $(AM_LDFLAGS) $(tests_module_ldflags)
 
 # The public API: every function's bad inputs, and the happy paths.
