@@ -30,6 +30,11 @@ struct lk_device {
 struct lk_queue {
     lk_device *dev;
     void *state;      /* the driver's queue; NULL for a core queue */
+    /* graphs (core/graph.c, core/capture.h) */
+    struct lk_capture *cap; /* non-NULL while capturing */
+    int ngraphs;            /* live graphs captured on this queue */
+    lk_status pending;      /* a replayed op's error, for lk_queue_sync */
+    char pending_msg[320];
 };
 
 struct lk_context {

@@ -1,6 +1,6 @@
 # The core: context, registry, loader, topology, validation, dispatch.
 noinst_HEADERS += core/error.h core/fpenv.h core/core.h core/dtype.h core/memory.h \
-	core/topology.h core/validate.h
+	core/topology.h core/validate.h core/capture.h
 liblockstep_la_SOURCES += \
 	core/error.c \
 	core/version.c \
@@ -19,7 +19,10 @@ liblockstep_la_SOURCES += \
 	core/ops_unary.c \
 	core/ops_binary.c \
 	core/ops_quant.c \
-	core/ops_intgemm.c
+	core/ops_intgemm.c \
+	core/ops_model.c \
+	core/weights.c \
+	core/graph.c
 # configure's exit cleanup runs 'rm -f core && rm -f -r confdefs* ...', which stops at the core/
 # build directory and leaves confdefs.h behind for distcheck to find.
 DISTCLEANFILES += confdefs.h

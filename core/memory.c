@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/capture.h"
 #include "core/core.h"
 #include "core/error.h"
 #include "core/memory.h"
@@ -292,6 +293,8 @@ static lk_status lk_memcpy_unguarded(lk_queue *q, void *dst, const void *src, si
                                 fn, h.overlap_nonhost->props.name);
         }
     }
+    if (lk_capture_hosted(q))
+        return lk_capture_memcpy(q, dst, src, bytes, kind);
     if (!dev->iface->memcpy) {
         memcpy(dst, src, bytes);
         return LK_OK;
@@ -299,6 +302,7 @@ static lk_status lk_memcpy_unguarded(lk_queue *q, void *dst, const void *src, si
     st = dev->iface->memcpy(q->state, dst, src, bytes, kind);
     if (st == LK_OK) {
         lk_error_clear();
+        lk_capture_count(q);
         return LK_OK;
     }
     if (lk_last_error()[0])

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/capture.h"
 #include "core/core.h"
 #include "core/error.h"
 #include "core/fpenv.h"
@@ -56,6 +57,9 @@ static lk_status lk_queue_destroy_unguarded(lk_queue *q)
     lk_error_clear();
     if (!q)
         return lk_error(LK_ERR_NULL_POINTER, "lk_queue_destroy: q is NULL");
+    lk_status gst = lk_capture_queue_release(q);
+    if (gst != LK_OK)
+        return gst;
     if (q->dev->iface->queue_create)
         q->dev->iface->queue_destroy(q->state);
     free(q);
@@ -68,14 +72,19 @@ static lk_status lk_queue_sync_unguarded(lk_queue *q)
     lk_error_clear();
     if (!q)
         return lk_error(LK_ERR_NULL_POINTER, "lk_queue_sync: q is NULL");
+    if (q->cap)
+        return lk_error(LK_ERR_UNSUPPORTED,
+                        "lk_queue_sync: the queue is capturing a graph (lk_queue_capture_end "
+                        "first; the capture goes on)");
     const lk_device_iface *iface = q->dev->iface;
     if (!iface->queue_create || !iface->queue_sync)
-        return LK_OK;
+        return lk_capture_take_pending(q);
     lk_status st = iface->queue_sync(q->state);
     if (st == LK_OK) {
         lk_error_clear();
-        return LK_OK;
+        return lk_capture_take_pending(q);
     }
+    q->pending = LK_OK; /* the device's own error comes first */
     if (lk_last_error()[0])
         return lk_error(st, "lk_queue_sync: %s: %s", q->dev->props.name, lk_last_error());
     return lk_error(st, "lk_queue_sync: device %s failed (%s)", q->dev->props.name,

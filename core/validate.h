@@ -15,6 +15,7 @@
 #include <lockstep.h>
 #include <lockstep/driver.h>
 
+#include "core/capture.h"
 #include "core/core.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -74,7 +75,8 @@ lk_status lk_v_supported(lk_validator *v, lk_op op, const char *opname, int has_
 lk_status lk_v_result(lk_validator *v, lk_status st);
 
 /* Common tail of every op: ask the device, skip an empty call, run the
- * kernel with the canonical FP environment. */
+ * kernel with the canonical FP environment -- or, on a queue that records
+ * a graph on the host, record the call (core/capture.h). */
 #define LK_V_RUN(v, op, slot, args, empty)                                          \
     do {                                                                            \
         const lk_device_iface *iface_ = (v)->dev->iface;                            \
@@ -84,11 +86,17 @@ lk_status lk_v_result(lk_validator *v, lk_status st);
             return st_;                                                             \
         if (empty)                                                                  \
             return LK_OK;                                                           \
+        if (lk_capture_hosted((v)->q))                                              \
+            return lk_capture_record((v)->q, (v)->fn, LK_KSLOT_##slot, &(args),     \
+                                     sizeof(args));                                 \
         lk_fpenv fe_;                                                               \
         lk_fpenv_enter(&fe_);                                                       \
         st_ = iface_->kernels.slot((v)->q->state, &(args));                         \
         lk_fpenv_leave(&fe_);                                                       \
-        return lk_v_result((v), st_);                                               \
+        st_ = lk_v_result((v), st_);                                                \
+        if (st_ == LK_OK && (v)->q->cap)                                            \
+            lk_capture_count((v)->q);                                               \
+        return st_;                                                                 \
     } while (0)
 
 #define LK_V_TRY(expr)                                                              \

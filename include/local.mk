@@ -8,5 +8,7 @@ lockstepinc_HEADERS = \
 	include/lockstep/device.h \
 	include/lockstep/ops.h \
 	include/lockstep/driver.h \
-	include/lockstep/info.h
+	include/lockstep/info.h \
+	include/lockstep/weights.h \
+	include/lockstep/graph.h
 nodist_lockstepinc_HEADERS = include/lockstep/version.h

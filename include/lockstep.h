@@ -12,5 +12,7 @@
 #include <lockstep/device.h>
 #include <lockstep/ops.h>
 #include <lockstep/info.h>
+#include <lockstep/weights.h>
+#include <lockstep/graph.h>
 
 #endif

@@ -85,3 +85,28 @@ tests_exhaustive_LDADD = backends/ref/libref.la
 check-exhaustive: tests/exhaustive$(EXEEXT)
 	tests/exhaustive$(EXEEXT)
 .PHONY: check-exhaustive
+
+# The tensor-core tier's CPU model (backends/ref/mma_model.c): hand-computed
+# MMA steps, MMA-Sim's algorithm written independently, float64 bounds.
+check_PROGRAMS += tests/test_mma_model
+TESTS += tests/test_mma_model
+tests_test_mma_model_LDADD = backends/ref/libref.la
+
+# Prepared weights (include/lockstep/weights.h): lk_linear and
+# lk_ternary_linear against lk_gemm and lk_ternary_gemm on every device.
+check_PROGRAMS += tests/test_weights
+TESTS += tests/test_weights
+tests_test_weights_LDADD = liblockstep.la
+
+# The transformer ops (numerics.md section 12): sin/cos accuracy, the
+# reference against float64, attention's batch invariance and causal
+# limit and embedding's id check on every device, argument errors.
+check_PROGRAMS += tests/test_model_ops
+TESTS += tests/test_model_ops
+tests_test_model_ops_LDADD = liblockstep.la
+
+# Graph capture and replay on every device (a CUDA graph on GPUs, the
+# core's recording elsewhere), bit for bit against the eager calls.
+check_PROGRAMS += tests/test_graph
+TESTS += tests/test_graph
+tests_test_graph_LDADD = liblockstep.la

@@ -446,7 +446,7 @@ static void test_gemm(void)
          "lk_gemm: ta", "gemm: ta 7");
     FAIL(lk_gemm(q, N, (lk_transpose)-1, &a, &b, NULL, &c, 1, 0), LK_ERR_INVALID_ARGUMENT,
          "lk_gemm: tb", "gemm: tb -1");
-    FAIL(lk_gemm(q, N, N, &a, &b, NULL, &c, 1, 2u), LK_ERR_INVALID_ARGUMENT, "lk_gemm: flags",
+    FAIL(lk_gemm(q, N, N, &a, &b, NULL, &c, 1, 0x100u), LK_ERR_INVALID_ARGUMENT, "lk_gemm: flags",
          "gemm: unknown flag");
     FAIL(lk_gemm(q, N, N, &a, &b, NULL, &c, 0, 0), LK_ERR_BAD_SHAPE, "lk_gemm: batch",
          "gemm: batch 0");

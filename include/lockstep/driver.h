@@ -51,6 +51,9 @@ typedef enum lk_op {
     LK_OP_TERNARY_UNPACK,
     LK_OP_TERNARY_GEMM,
     LK_OP_INT8_GEMM,
+    LK_OP_ROPE,
+    LK_OP_ATTENTION,
+    LK_OP_EMBEDDING,
     LK_OP_COUNT_ /* not an op */
 } lk_op;
 
@@ -100,6 +103,39 @@ typedef struct lk_qgemm_args {   /* ternary_gemm and int8_gemm */
     lk_tensor x, x_scale, w, w_scale, y; /* scales data == NULL: int32 out */
 } lk_qgemm_args;
 
+typedef struct lk_rope_args {
+    lk_tensor x, pos, y;   /* y.data == x.data: in place */
+    int64_t head_dim;
+    float theta;
+    unsigned flags;        /* LK_ROPE_* */
+} lk_rope_args;
+
+typedef struct lk_attention_args {
+    int64_t batch, tokens, n_head, n_kv, head_dim, cache_len;
+    float scale;
+    lk_tensor q, k, v, pos, y; /* batched: batch_stride read (0 = shared) */
+} lk_attention_args;
+
+typedef struct lk_embedding_args { /* ids checked in [0, vocab), except under
+                                     capture (see queue_capturing) */
+    lk_tensor table, ids, y;
+} lk_embedding_args;
+
+/* Prepared weights (include/lockstep/weights.h). */
+typedef struct lk_weights_args {
+    lk_tensor w;         /* N x K: f32/bf16/f16, or LK_T2 */
+    lk_tensor w_scale;   /* LK_T2: f32 1 x 1 or 1 x N; otherwise data == NULL */
+} lk_weights_args;
+
+typedef struct lk_linear_args {  /* linear and ternary_linear */
+    int64_t m, n, k;
+    unsigned flags;            /* linear: LK_GEMM_ACCUMULATE or 0 */
+    const void *prepared;      /* what weights_prepare made */
+    lk_dtype w_dtype;          /* the dtype that was prepared */
+    lk_tensor x, x_scale, bias, y; /* x_scale: ternary only; bias: linear only
+                                      (data == NULL: none) */
+} lk_linear_args;
+
 typedef struct lk_kernels {
     lk_status (*gemm)(void *queue, const lk_gemm_args *args);
     lk_status (*reduce)(void *queue, const lk_reduce_args *args);
@@ -115,6 +151,21 @@ typedef struct lk_kernels {
     lk_status (*ternary_unpack)(void *queue, const lk_pack_args *args);
     lk_status (*ternary_gemm)(void *queue, const lk_qgemm_args *args);
     lk_status (*int8_gemm)(void *queue, const lk_qgemm_args *args);
+    /* lk_gemm in a tensor-core tier (flags has LK_GEMM_TC_SM80 or
+     * LK_GEMM_TC_SM90; numerics.md, "Tensor-core tier"); supports() sees LK_OP_GEMM. */
+    lk_status (*gemm_tc)(void *queue, const lk_gemm_args *args);
+    lk_status (*rope)(void *queue, const lk_rope_args *args);
+    lk_status (*attention)(void *queue, const lk_attention_args *args);
+    lk_status (*embedding)(void *queue, const lk_embedding_args *args);
+    /* Prepared weights, all optional: with weights_prepare NULL, or
+     * returning LK_ERR_UNSUPPORTED, the core keeps a copy of the weights in
+     * their interchange layout and runs gemm / ternary_gemm on it.
+     * weights_prepare receives validated weights of the queue's device;
+     * the kernels receive a prepared object of their own device. */
+    lk_status (*weights_prepare)(void *queue, const lk_weights_args *args, void **prepared);
+    void (*weights_destroy)(void *dev, void *prepared);
+    lk_status (*linear)(void *queue, const lk_linear_args *args);
+    lk_status (*ternary_linear)(void *queue, const lk_linear_args *args);
 } lk_kernels;
 
 typedef struct lk_device_iface {
@@ -132,6 +183,25 @@ typedef struct lk_device_iface {
     lk_status (*memcpy)(void *queue, void *dst, const void *src, size_t bytes,
                         lk_copy_kind kind);
     lk_kernels kernels;
+    /* Native graphs (include/lockstep/graph.h), all optional: with
+     * capture_begin NULL the core records the validated calls on the host
+     * and replays them itself.  Between capture_begin and capture_end the
+     * core calls the kernels and memcpy as usual and they must enqueue
+     * into the graph instead of running (CUDA: stream capture); a kernel
+     * that cannot be captured returns LK_ERR_UNSUPPORTED before enqueuing
+     * anything.  capture_end always leaves capture mode; *graph is the
+     * driver's launchable graph.  graph_launch runs it on any queue of the
+     * device, graph_destroy frees it (its launches have completed). */
+    lk_status (*capture_begin)(void *queue);
+    lk_status (*capture_end)(void *queue, void **graph);
+    lk_status (*graph_launch)(void *queue, void *graph);
+    void (*graph_destroy)(void *dev, void *graph);
+    /* 1 while the queue's stream is being captured, by the core or by the
+     * caller on an adopted stream.  The core then cannot read lk_embedding's
+     * ids before the kernel runs: the kernel checks them on the device,
+     * writes nothing when one is outside [0, vocab), and queue_sync reports
+     * it (LK_ERR_RANGE).  NULL: never. */
+    int (*queue_capturing)(void *queue);
 } lk_device_iface;
 
 /* Services the core offers drivers. */

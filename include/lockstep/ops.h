@@ -26,7 +26,13 @@ LK_BEGIN_DECLS
 typedef enum lk_transpose { LK_NO_TRANS = 0, LK_TRANS = 1 } lk_transpose;
 
 enum lk_gemm_flags {
-    LK_GEMM_ACCUMULATE = 1u << 0 /* C = A.B (+ bias) + C */
+    LK_GEMM_ACCUMULATE = 1u << 0, /* C = A.B (+ bias) + C */
+    /* Tensor-core tier (docs/numerics.md, "Tensor-core tier": its own contract):
+     * A and B both bf16 or both f16, the product computed with the MMA
+     * arithmetic of that GPU generation -- bit for bit on such a GPU and,
+     * through the exact CPU model, on every CPU device.  At most one. */
+    LK_GEMM_TC_SM80 = 1u << 1, /* Ampere/Ada (sm_80, sm_86, sm_89) mma */
+    LK_GEMM_TC_SM90 = 1u << 2  /* Hopper (sm_90) mma/wgmma */
 };
 
 /* C[b] = op(A[b]) . op(B[b]) (+ bias) (+ C[b]) for b in [0, batch).
@@ -145,6 +151,57 @@ LK_API lk_status lk_int8_gemm(lk_queue *q, const lk_tensor *a, const lk_tensor *
 /* The limits above, as constants. */
 #define LK_TERNARY_MAX_K 8388608
 #define LK_INT8_MAX_K 131071
+
+/* ----------------------------------------------------- transformer ops
+ * RoPE, causal GQA attention over a KV cache, embedding lookup
+ * (docs/numerics.md section 12). */
+
+enum lk_rope_flags {
+    LK_ROPE_NEOX = 0,              /* pairs (i, i + head_dim/2): HF rotate_half,
+                                      Llama, BitNet b1.58 */
+    LK_ROPE_INTERLEAVED = 1u << 0  /* pairs (2i, 2i + 1): GPT-J, Meta's original */
+};
+
+/* Rotary position embedding of every head of every token.
+ * x, y: tokens x (n_heads * head_dim), float; y may be x (in place: same
+ * data, dtype size and ld).  pos: LK_I32 tokens x 1, the position of each
+ * token (any int32; angles beyond LK_ROPE_MAX_ANGLE give NaN).  head_dim is
+ * even, >= 2 and divides x's cols; theta > 0 and finite (10000 for Llama 2,
+ * 500000 for Llama 3 and BitNet-2B-4T).  Pair i of a head
+ * (0 <= i < head_dim/2) turns by angle (float)pos * theta^(-2i/head_dim):
+ * y0 = x0 cos - x1 sin, y1 = x1 cos + x0 sin. */
+LK_API lk_status lk_rope(lk_queue *q, const lk_tensor *x, const lk_tensor *pos,
+                         int64_t head_dim, float theta, unsigned flags,
+                         const lk_tensor *y);
+
+/* Causal attention with grouped KV heads over a KV cache, for a batch of
+ * independent sequences (b in [0, batch), each tensor advanced by its
+ * batch_stride; 0 shares it across the batch, inputs only).
+ * qry: tokens x (n_head * head_dim), float.
+ * k, v: the sequence's cache, cache_len x (n_kv * head_dim), float (rows are
+ *   cache positions; rows beyond a token's position are never read).
+ * pos: LK_I32 tokens x 1: token t attends to the cache rows
+ *   0 .. min(pos[t], cache_len - 1) (a negative position: none, output +0).
+ * out: tokens x (n_head * head_dim), float; it may not overlap an input.
+ * n_kv >= 1 divides n_head; query head h reads kv head h / (n_head / n_kv).
+ * scale multiplies each score (1/sqrt(head_dim) usually).
+ * Prefill: write the new rows of k and v first (e.g. lk_convert into the
+ * cache), then call with the prompt's tokens and positions; decode is the
+ * same call with one token per sequence.  A sequence's result depends on
+ * its own tensors only. */
+LK_API lk_status lk_attention(lk_queue *q, const lk_tensor *qry, const lk_tensor *k,
+                              const lk_tensor *v, const lk_tensor *pos, int64_t n_head,
+                              int64_t n_kv, float scale, const lk_tensor *out,
+                              int64_t batch);
+
+/* y[r] = table[ids[r]] converted to y's dtype (f32, bf16 or f16; table
+ * f32, bf16 or f16, vocab x dim; ids LK_I32 n x 1; y n x dim).  An id
+ * outside [0, vocab) fails with LK_ERR_RANGE before anything is written. */
+LK_API lk_status lk_embedding(lk_queue *q, const lk_tensor *table, const lk_tensor *ids,
+                              const lk_tensor *y);
+
+/* |angle| above which lk_rope's sin and cos give NaN (2^22). */
+#define LK_ROPE_MAX_ANGLE 4194304.0f
 
 LK_END_DECLS
 

@@ -382,6 +382,9 @@ static const char *const op_names[LK_OP_COUNT_] = {
     [LK_OP_TERNARY_UNPACK] = "ternary_unpack",
     [LK_OP_TERNARY_GEMM] = "ternary_gemm",
     [LK_OP_INT8_GEMM] = "int8_gemm",
+    [LK_OP_ROPE] = "rope",
+    [LK_OP_ATTENTION] = "attention",
+    [LK_OP_EMBEDDING] = "embedding",
 };
 
 static lk_op op_from_env(const char *var)
