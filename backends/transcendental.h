@@ -368,4 +368,64 @@ LK_SCALAR float lk_gelu_erff(float x)
     return lk_isnan(x) ? x : y;
 }
 
+
+/* ---------------------------------------------------------- sin and cos
+ * Both at once (RoPE needs both).  k = rne(x * f32(2/pi)) by the 1.5 * 2^23
+ * shift (|k| < 2^22 since |x| <= 2^22); r = x - k pi/2 with pi/2 in three
+ * f32 parts by fma (the first step is exact); then sin(r) = r + r z S(z)
+ * and cos(r) = 1 - z/2 + z^2 C(z), z = r^2, with 1 - z/2 and the rounding
+ * of z carried exactly; the quadrant k mod 4 swaps and negates.  f32(2/pi)
+ * makes k off by up to 0.08 at |x| = 2^22, so |r| <= 0.93, the fitted
+ * interval.  |x| > 2^22, +-Inf and NaN give NaN. */
+#define LK_SC_MAX 0x1p22f             /* LK_ROPE_MAX_ANGLE */
+#define LK_SC_TWO_OVER_PI 0x1.45f306p-1f
+#define LK_SC_PIO2_1 0x1.921fb6p+0f   /* pi/2 = P1 + P2 + P3 + O(2^-76) */
+#define LK_SC_PIO2_2 (-0x1.777a5cp-25f)
+#define LK_SC_PIO2_3 (-0x1.ee59dap-50f)
+/* S(z) ~ (sin(r)/r - 1)/z on |r| <= 0.93, error relative to sin < 2^-31.9 */
+#define LK_SIN_S0 (-0x1.555556p-3f)
+#define LK_SIN_S1 0x1.11114ep-7f
+#define LK_SIN_S2 (-0x1.a02de6p-13f)
+#define LK_SIN_S3 0x1.70b3fp-19f
+/* C(z) ~ (cos(r) - 1 + z/2)/z^2 on |r| <= 0.93, error relative to cos < 2^-35.8 */
+#define LK_COS_C0 0x1.555556p-5f
+#define LK_COS_C1 (-0x1.6c1728p-10f)
+#define LK_COS_C2 0x1.a03ca8p-16f
+#define LK_COS_C3 (-0x1.297e1ap-22f)
+
+LK_SCALAR void lk_sincosf(float x, float *sn, float *cs)
+{
+    float xc = x < LK_SC_MAX ? x : LK_SC_MAX;    /* NaN -> MAX */
+    xc = xc > -LK_SC_MAX ? xc : -LK_SC_MAX;
+    float t = fmaf(xc, LK_SC_TWO_OVER_PI, LK_EXP_SHIFT);
+    float kf = t - LK_EXP_SHIFT;
+    int32_t k = (int32_t)lk_f32_bits(t) - LK_EXP_SHIFT_BITS;
+    float r = fmaf(kf, -LK_SC_PIO2_1, xc);        /* exact */
+    r = fmaf(kf, -LK_SC_PIO2_2, r);
+    r = fmaf(kf, -LK_SC_PIO2_3, r);
+    float z = r * r;
+    float ze = fmaf(r, r, -z);                    /* r^2 = z + ze exactly */
+    float sp = fmaf(LK_SIN_S3, z, LK_SIN_S2);
+    sp = fmaf(sp, z, LK_SIN_S1);
+    sp = fmaf(sp, z, LK_SIN_S0);
+    float sr = fmaf(r, z * sp, r);
+    float cp = fmaf(LK_COS_C3, z, LK_COS_C2);
+    cp = fmaf(cp, z, LK_COS_C1);
+    cp = fmaf(cp, z, LK_COS_C0);
+    float hz = 0.5f * z;                          /* exact */
+    float w = 1.0f - hz;
+    float we = (1.0f - w) - hz;                   /* Fast2Sum: 1 - hz = w + we */
+    float cr = w + (we + fmaf(z * z, cp, -0.5f * ze));
+    int32_t odd = k & 1;
+    float s = odd ? cr : sr;
+    float c = odd ? sr : cr;
+    s = (k & 2) ? -s : s;                         /* quadrants 2, 3 */
+    c = ((k + 1) & 2) ? -c : c;                   /* quadrants 1, 2 */
+    s = x == 0.0f ? x : s;                        /* sin(-0) = -0 */
+    float ax = lk_fabs(x);
+    float nan = lk_bits_f32(LK_NAN_F32_BITS);
+    *sn = ax <= LK_SC_MAX ? s : nan;              /* NaN, Inf, out of range */
+    *cs = ax <= LK_SC_MAX ? c : nan;
+}
+
 #endif

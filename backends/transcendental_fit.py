@@ -136,6 +136,24 @@ def gelu_w():
     return fit(ss - s0, 10, w, 1 / w)
 
 
+def sin_s():
+    # sin(r) = r + r z S(z), z = r^2, |r| <= 0.93 (pi/4 plus the quadrant
+    # error of k = rne(x * f32(2/pi)) for |x| up to 2^22)
+    zs = nodes(0, 0.93 ** 2, 2000)
+    zs = zs[zs > 1e-10]
+    x = np.sqrt(zs)
+    t = mpf_array(lambda z: (mp.sin(mp.sqrt(z)) / mp.sqrt(z) - 1) / z, zs)
+    return fit(zs, 3, t, x * zs / np.sin(x))
+
+
+def cos_c():
+    # cos(r) = 1 - z/2 + z^2 C(z), z = r^2, |r| <= 0.93
+    zs = nodes(0, 0.93 ** 2, 2000)
+    zs = zs[zs > 1e-10]
+    t = mpf_array(lambda z: (mp.cos(mp.sqrt(z)) - 1 + z / 2) / z ** 2, zs)
+    return fit(zs, 3, t, zs * zs / np.cos(np.sqrt(zs)))
+
+
 if __name__ == '__main__':
     show('exp: q(r)', 'LK_EXP_Q', *exp_q())
     show('log: q(f)', 'LK_LOG_Q', *log_q())
@@ -143,3 +161,5 @@ if __name__ == '__main__':
     show('erf, |x| < 0.875: p(z)', 'LK_ERF_P', *erf_p())
     show('erf, |x| >= 0.875: P(t)', 'LK_ERF_G', *erf_g())
     show('erf-GELU: W(s - S0)', 'LK_GELU_W', *gelu_w())
+    show('sin: S(z)', 'LK_SIN_S', *sin_s())
+    show('cos: C(z)', 'LK_COS_C', *cos_c())

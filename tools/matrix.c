@@ -89,6 +89,16 @@ lk_status lk_mx_exec(lk_queue *q, const lk_mx_case *c, void *const ptr[], lk_mx_
     case LK_MX_INT8_GEMM:
         st = lk_int8_gemm(q, p[0], p[2], p[1], p[3], p[4]);
         break;
+    case LK_MX_ROPE:
+        st = lk_rope(q, p[0], p[1], c->head_dim, c->theta, c->flags, p[2]);
+        break;
+    case LK_MX_ATTENTION:
+        st = lk_attention(q, p[0], p[1], p[2], p[3], c->n_head, c->n_kv, c->scale, p[4],
+                          c->batch);
+        break;
+    case LK_MX_EMBEDDING:
+        st = lk_embedding(q, p[0], p[1], p[2]);
+        break;
     default:
         return LK_ERR_INVALID_ARGUMENT;
     }

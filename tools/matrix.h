@@ -26,7 +26,9 @@
  *   BINARY        a, b, y
  *   QUANT_ACT     x, q, scale            QUANT_TERNARY  w, wq, scale
  *   PACK/UNPACK   src, dst
- *   TERNARY_GEMM/INT8_GEMM  x, x_scale, w, w_scale, y */
+ *   TERNARY_GEMM/INT8_GEMM  x, x_scale, w, w_scale, y
+ *   ROPE          x, pos, y              EMBEDDING  table, ids, y
+ *   ATTENTION     q, k, v, pos, out */
 typedef enum lk_mx_kind {
     LK_MX_GEMM = 1,
     LK_MX_REDUCE,
@@ -42,7 +44,10 @@ typedef enum lk_mx_kind {
     LK_MX_PACK,
     LK_MX_UNPACK,
     LK_MX_TERNARY_GEMM,
-    LK_MX_INT8_GEMM
+    LK_MX_INT8_GEMM,
+    LK_MX_ROPE,
+    LK_MX_ATTENTION,
+    LK_MX_EMBEDDING
 } lk_mx_kind;
 
 /* How a buffer's initial contents are made (inputs, and the prefill of
@@ -66,7 +71,11 @@ typedef enum lk_mx_fill {
     LK_MX_FILL_TERNARY,    /* int8 in {-1, 0, 1} */
     LK_MX_FILL_TERNARY_BAD,/* int8 in {-1, 0, 1} with one 2 */
     LK_MX_FILL_T2_RANDOM,  /* packed ternary, random bytes (every code) */
-    LK_MX_FILL_T2_ALL3     /* packed ternary, every code 3 (decodes to 2) */
+    LK_MX_FILL_T2_ALL3,    /* packed ternary, every code 3 (decodes to 2) */
+    LK_MX_FILL_POS,        /* int32 positions in [0, param], 0 and param included */
+    LK_MX_FILL_POS_EDGE,   /* POS with negative, huge, 2^20, 2^22 (+1), INT32_MIN/MAX */
+    LK_MX_FILL_IDS,        /* int32 ids in [0, param) */
+    LK_MX_FILL_IDS_BAD     /* IDS with one id out of range (param or -1) */
 } lk_mx_fill;
 
 typedef enum lk_mx_role { LK_MX_IN = 0, LK_MX_OUT, LK_MX_INOUT } lk_mx_role;
@@ -107,6 +116,9 @@ typedef struct lk_mx_case {
                               error such as LK_ERR_INVALID_VALUE) */
     int nbuf;
     lk_mx_buf buf[LK_MX_MAX_BUFS];
+    /* RoPE and attention (flags holds LK_ROPE_*) */
+    int64_t n_head, n_kv, head_dim;
+    float theta, scale;
 } lk_mx_case;
 
 /* --- the case list --- */

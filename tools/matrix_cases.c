@@ -7,6 +7,7 @@
  * operands, and edge values (NaN payloads, +-Inf, +-0, subnormals, rounding
  * ties, near-overflow, large negative exponents).  Shapes come from the
  * case's own seed, so the list has the same structure for every seed. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -759,6 +760,178 @@ static void mx_quant_cases(mx_list *L)
              LK_MX_FILL_SCALE_EDGE);
 }
 
+/* -------------------------------------------------------- transformer ops */
+
+static void mx_rope(mx_list *L, lk_dtype xd, lk_dtype yd, int64_t hd, int64_t heads,
+                    float theta, unsigned flags, lk_mx_fill pfill, int pmax, int inplace,
+                    int pad, lk_mx_fill xfill)
+{
+    lk_mx_case *c = mx_add(L, LK_MX_ROPE, "rope");
+    int64_t rows = mx_pick(L, mx_rows, MX_COUNT(mx_rows));
+    c->m = rows;
+    c->head_dim = hd;
+    c->theta = theta;
+    c->flags = flags;
+    lk_mx_buf *x = mx_set(c, 0, "x", xd, rows, hd * heads, inplace ? LK_MX_INOUT : LK_MX_IN,
+                          LK_MX_AXIS_ROWS, xfill, 8);
+    lk_mx_buf *p = mx_set(c, 1, "pos", LK_I32, rows, 1, LK_MX_IN, LK_MX_AXIS_ROWS, pfill, pmax);
+    lk_mx_buf *y = mx_set(c, 2, "y", yd, rows, hd * heads, LK_MX_OUT, LK_MX_AXIS_ROWS, xfill, 0);
+    if (pad) {
+        x->ld += 3;
+        y->ld += 1;
+        p->ld = 2;
+    }
+    if (inplace) {
+        y->alias = 0;
+        y->ld = x->ld;
+    }
+    snprintf(c->label, sizeof c->label, "%s->%s %lldx(%lldx%lld) theta=%g %s pos<=%d%s%s%s%s",
+             mx_dt(xd), mx_dt(yd), (long long)rows, (long long)heads, (long long)hd,
+             (double)theta, flags & LK_ROPE_INTERLEAVED ? "interleaved" : "neox", pmax,
+             pfill == LK_MX_FILL_POS_EDGE ? " pos-edge" : "", inplace ? " in-place" : "",
+             pad ? " ld+" : "", mx_fill_tag(xfill));
+}
+
+static void mx_rope_cases(mx_list *L)
+{
+    static const int64_t hds[] = {64, 128, 2, 6, 130};
+    for (int i = 0; i < 3; i++)
+        for (unsigned f = 0; f < 2; f++)
+            mx_rope(L, mx_float[i], mx_float[i], hds[(i + (int)f) % 5], 1 + i, 500000.0f, f,
+                    LK_MX_FILL_POS, 4096, 0, 0, LK_MX_FILL_NORMAL);
+    mx_rope(L, LK_F32, LK_F32, 128, 2, 10000.0f, 0, LK_MX_FILL_POS, 1 << 20, 0, 0,
+            LK_MX_FILL_NORMAL);
+    mx_rope(L, LK_F32, LK_F32, 64, 3, 500000.0f, 0, LK_MX_FILL_POS_EDGE, 1 << 20, 0, 1,
+            LK_MX_FILL_NORMAL);
+    mx_rope(L, LK_BF16, LK_F32, 6, 5, 1e6f, 1, LK_MX_FILL_POS_EDGE, 100000, 0, 0,
+            LK_MX_FILL_NORMAL);
+    mx_rope(L, LK_F32, LK_F32, 128, 2, 500000.0f, 0, LK_MX_FILL_POS, 8191, 1, 0,
+            LK_MX_FILL_NORMAL);
+    mx_rope(L, LK_F16, LK_F16, 64, 2, 10000.0f, 1, LK_MX_FILL_POS, 2047, 1, 1,
+            LK_MX_FILL_NORMAL);
+    mx_rope(L, LK_F32, LK_F16, 130, 1, 10000.0f, 0, LK_MX_FILL_POS, 65535, 0, 0,
+            LK_MX_FILL_EDGE);
+    mx_rope(L, LK_F32, LK_BF16, 2, 7, 3.0f, 1, LK_MX_FILL_POS, 1 << 21, 0, 0,
+            LK_MX_FILL_WIDE);
+}
+
+typedef struct mx_attn_spec {
+    lk_dtype qd, kd, yd;
+    int64_t hd, n_head, n_kv, tokens, cache, batch;
+    lk_mx_fill pfill, qfill;
+    int pad;
+} mx_attn_spec;
+
+static void mx_attention(mx_list *L, mx_attn_spec s)
+{
+    lk_mx_case *c = mx_add(L, LK_MX_ATTENTION, "attention");
+    c->m = s.tokens;
+    c->batch = s.batch;
+    c->n_head = s.n_head;
+    c->n_kv = s.n_kv;
+    c->head_dim = s.hd;
+    c->scale = (float)(1.0 / sqrt((double)s.hd));
+    int64_t qc = s.n_head * s.hd, kc = s.n_kv * s.hd;
+    lk_mx_fill qf = s.qfill ? s.qfill : LK_MX_FILL_NORMAL;
+    lk_mx_buf *b[5];
+    b[0] = mx_set(c, 0, "q", s.qd, s.tokens, qc, LK_MX_IN, LK_MX_AXIS_ROWS, qf, 2);
+    b[1] = mx_set(c, 1, "k", s.kd, s.cache, kc, LK_MX_IN, LK_MX_AXIS_NONE, LK_MX_FILL_NORMAL, 2);
+    b[2] = mx_set(c, 2, "v", s.kd, s.cache, kc, LK_MX_IN, LK_MX_AXIS_NONE, LK_MX_FILL_NORMAL, 0);
+    b[3] = mx_set(c, 3, "pos", LK_I32, s.tokens, 1, LK_MX_IN, LK_MX_AXIS_ROWS, s.pfill,
+                  (int)(s.cache - 1));
+    b[4] = mx_set(c, 4, "out", s.yd, s.tokens, qc, LK_MX_OUT, LK_MX_AXIS_ROWS, qf, 0);
+    if (s.pad) {
+        b[0]->ld += 2;
+        b[1]->ld += 3;
+        b[2]->ld += 5;
+        b[4]->ld += 1;
+    }
+    if (s.batch > 1)
+        for (int i = 0; i < 5; i++) {
+            b[i]->nmat = s.batch;
+            b[i]->batch_stride = b[i]->rows * b[i]->ld + 3;
+        }
+    snprintf(c->label, sizeof c->label,
+             "q:%s kv:%s->%s hd=%lld heads=%lld/%lld tokens=%lld cache=%lld batch=%lld%s%s%s",
+             mx_dt(s.qd), mx_dt(s.kd), mx_dt(s.yd), (long long)s.hd, (long long)s.n_head,
+             (long long)s.n_kv, (long long)s.tokens, (long long)s.cache, (long long)s.batch,
+             s.pfill == LK_MX_FILL_POS_EDGE ? " pos-edge" : "", s.pad ? " ld+" : "",
+             mx_fill_tag(qf));
+}
+
+static mx_attn_spec mx_aspec(lk_dtype qd, lk_dtype kd, lk_dtype yd, int64_t hd, int64_t nh,
+                             int64_t nkv, int64_t tokens, int64_t cache, int64_t batch)
+{
+    mx_attn_spec s;
+    memset(&s, 0, sizeof s);
+    s.qd = qd, s.kd = kd, s.yd = yd;
+    s.hd = hd, s.n_head = nh, s.n_kv = nkv, s.tokens = tokens, s.cache = cache;
+    s.batch = batch;
+    s.pfill = LK_MX_FILL_POS;
+    return s;
+}
+
+static void mx_attention_cases(mx_list *L)
+{
+    mx_attention(L, mx_aspec(LK_F32, LK_F32, LK_F32, 64, 4, 4, 1, 17, 1));
+    mx_attention(L, mx_aspec(LK_F32, LK_F32, LK_F32, 128, 8, 2, 5, 300, 1));
+    mx_attention(L, mx_aspec(LK_F32, LK_BF16, LK_BF16, 3, 2, 1, 7, 9, 1));
+    mx_attention(L, mx_aspec(LK_BF16, LK_F16, LK_F32, 129, 4, 2, 3, 33, 1));
+    mx_attention(L, mx_aspec(LK_F32, LK_F16, LK_F16, 64, 6, 3, 1, 1, 1));
+    mx_attention(L, mx_aspec(LK_F32, LK_F32, LK_F32, 64, 4, 2, 1, 70, 3));
+    mx_attention(L, mx_aspec(LK_F16, LK_BF16, LK_F32, 32, 4, 1, 4, 257, 2));
+    mx_attention(L, mx_aspec(LK_F32, LK_F32, LK_F32, 16, 1, 1, 2, 4099, 1));
+    mx_attn_spec s = mx_aspec(LK_F32, LK_F32, LK_F32, 20, 4, 2, 9, 40, 2);
+    s.pfill = LK_MX_FILL_POS_EDGE;
+    s.pad = 1;
+    mx_attention(L, s);
+    s = mx_aspec(LK_F32, LK_F32, LK_F32, 64, 2, 2, 5, 130, 1);
+    s.qfill = LK_MX_FILL_EDGE;
+    mx_attention(L, s);
+    s = mx_aspec(LK_F32, LK_BF16, LK_F32, 128, 20, 5, 1, 129, 1); /* BitNet-2B-4T heads */
+    s.qfill = LK_MX_FILL_WIDE;
+    mx_attention(L, s);
+    if (L->full) {
+        mx_attention(L, mx_aspec(LK_F32, LK_BF16, LK_F32, 128, 20, 5, 1, 4100, 2));
+        mx_attention(L, mx_aspec(LK_F32, LK_F32, LK_BF16, 128, 20, 5, 33, 1000, 1));
+    }
+}
+
+static void mx_embedding(mx_list *L, lk_dtype td, lk_dtype yd, int64_t vocab, int64_t dim,
+                         lk_mx_fill ifill, int pad, lk_mx_fill tfill)
+{
+    lk_mx_case *c = mx_add(L, LK_MX_EMBEDDING, "embedding");
+    int64_t rows = mx_pick(L, mx_rows, MX_COUNT(mx_rows));
+    c->m = rows;
+    lk_mx_buf *t = mx_set(c, 0, "table", td, vocab, dim, LK_MX_IN, LK_MX_AXIS_NONE, tfill, 0);
+    lk_mx_buf *ids = mx_set(c, 1, "ids", LK_I32, rows, 1, LK_MX_IN, LK_MX_AXIS_ROWS, ifill,
+                            (int)vocab);
+    lk_mx_buf *y = mx_set(c, 2, "y", yd, rows, dim, LK_MX_OUT, LK_MX_AXIS_ROWS, tfill, 0);
+    if (pad) {
+        t->ld += 3;
+        ids->ld = 3;
+        y->ld += 2;
+    }
+    if (ifill == LK_MX_FILL_IDS_BAD)
+        c->expect = LK_ERR_RANGE;
+    snprintf(c->label, sizeof c->label, "%s->%s vocab=%lld dim=%lld n=%lld%s%s%s", mx_dt(td),
+             mx_dt(yd), (long long)vocab, (long long)dim, (long long)rows,
+             ifill == LK_MX_FILL_IDS_BAD ? " bad-id" : "", pad ? " ld+" : "",
+             mx_fill_tag(tfill));
+}
+
+static void mx_embedding_cases(mx_list *L)
+{
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            mx_embedding(L, mx_float[i], mx_float[j], 1000, 65, LK_MX_FILL_IDS, 0,
+                         LK_MX_FILL_WIDE);
+    mx_embedding(L, LK_BF16, LK_F32, 7, 2560, LK_MX_FILL_IDS, 1, LK_MX_FILL_NORMAL);
+    mx_embedding(L, LK_F32, LK_F32, 1, 3, LK_MX_FILL_IDS, 0, LK_MX_FILL_EDGE);
+    mx_embedding(L, LK_F16, LK_F16, 50, 17, LK_MX_FILL_IDS_BAD, 0, LK_MX_FILL_NORMAL);
+    mx_embedding(L, LK_F32, LK_BF16, 300, 9, LK_MX_FILL_IDS_BAD, 1, LK_MX_FILL_NORMAL);
+}
+
 /* ------------------------------------------------------------------ list */
 
 int lk_mx_build(uint64_t seed, int full, lk_mx_case **cases)
@@ -777,6 +950,9 @@ int lk_mx_build(uint64_t seed, int full, lk_mx_case **cases)
     mx_convert_cases(&L);
     mx_binary_cases(&L);
     mx_quant_cases(&L);
+    mx_rope_cases(&L);
+    mx_attention_cases(&L);
+    mx_embedding_cases(&L);
     if (L.failed) {
         free(L.v);
         *cases = NULL;
@@ -792,7 +968,7 @@ static const char *const mx_names[] = {
     "unary", "unary.relu", "unary.relu2", "unary.sigmoid", "unary.silu", "unary.gelu_tanh",
     "unary.gelu_erf", "unary.exp", "unary.log", "unary.tanh", "unary.erf", "convert", "binary",
     "binary.add", "binary.mul", "quantize_act", "quantize_ternary", "ternary_pack",
-    "ternary_unpack", "ternary_gemm", "int8_gemm", NULL};
+    "ternary_unpack", "ternary_gemm", "int8_gemm", "rope", "attention", "embedding", NULL};
 
 const char *const *lk_mx_op_names(void)
 {

@@ -165,6 +165,8 @@ static void mx_fill_float(const lk_mx_buf *b, void *base, int64_t i, int64_t row
     }
 }
 
+#define MX_NEDGE 10 /* positions in POS_EDGE's list */
+
 static void mx_fill_buf(const lk_mx_buf *b, void *p, size_t bytes, uint64_t *s)
 {
     size_t esz = lk_mx_elem_bytes(b->dtype);
@@ -203,6 +205,36 @@ static void mx_fill_buf(const lk_mx_buf *b, void *p, size_t bytes, uint64_t *s)
     case LK_MX_FILL_T2_ALL3:
         memset(p, 0xff, bytes);
         return;
+    case LK_MX_FILL_POS:
+    case LK_MX_FILL_POS_EDGE: {
+        static const int32_t edge[] = {-1, -7, INT32_MIN, INT32_MAX, 1 << 20, 1 << 22,
+                                       (1 << 22) + 1, (1 << 24) + 1, 0, 1};
+        int64_t top = b->fill_param > 0 ? b->fill_param : 0;
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t r = mx_next(s);
+            int32_t v = (int32_t)((r >> 8) % (uint64_t)(top + 1));
+            if (r % 8 == 0)
+                v = (r >> 3) & 1 ? (int32_t)top : 0;
+            if (b->fill == LK_MX_FILL_POS_EDGE && r % 4 == 1) {
+                int e = (int)((r >> 40) % (MX_NEDGE + 2));
+                v = e < MX_NEDGE ? edge[e] : e == MX_NEDGE ? (int32_t)top + 1 : (int32_t)top * 3;
+            }
+            ((int32_t *)p)[i] = v;
+        }
+        return;
+    }
+    case LK_MX_FILL_IDS:
+    case LK_MX_FILL_IDS_BAD: {
+        int64_t top = b->fill_param > 0 ? b->fill_param : 1;
+        for (int64_t i = 0; i < n; i++)
+            ((int32_t *)p)[i] = (int32_t)(mx_next(s) % (uint64_t)top);
+        if (b->fill == LK_MX_FILL_IDS_BAD && b->rows > 0) {
+            uint64_t r = mx_next(s);
+            ((int32_t *)p)[(int64_t)(r % (uint64_t)b->rows) * ld] =
+                (r >> 32) & 1 ? -1 : (int32_t)top;
+        }
+        return;
+    }
     default:
         break;
     }

@@ -33,6 +33,10 @@ LK_REF_ADAPT(ternary_pack, lk_pack_args)
 LK_REF_ADAPT(ternary_unpack, lk_pack_args)
 LK_REF_ADAPT(ternary_gemm, lk_qgemm_args)
 LK_REF_ADAPT(int8_gemm, lk_qgemm_args)
+LK_REF_ADAPT(gemm_tc, lk_gemm_args)
+LK_REF_ADAPT(rope, lk_rope_args)
+LK_REF_ADAPT(attention, lk_attention_args)
+LK_REF_ADAPT(embedding, lk_embedding_args)
 
 static void lk_ref_props(void *dev, lk_device_props *p)
 {
@@ -68,6 +72,10 @@ static const lk_device_iface lk_ref_iface = {
         .ternary_unpack = lk_ref_q_ternary_unpack,
         .ternary_gemm = lk_ref_q_ternary_gemm,
         .int8_gemm = lk_ref_q_int8_gemm,
+        .gemm_tc = lk_ref_q_gemm_tc,
+        .rope = lk_ref_q_rope,
+        .attention = lk_ref_q_attention,
+        .embedding = lk_ref_q_embedding,
     },
 };
 

@@ -22,3 +22,9 @@ noinst_HEADERS += backends/transcendental.h
 backends_ref_libref_la_SOURCES += backends/ref/transcendental.c \
 	backends/ref/transcendental.h backends/ref/unary.c
 EXTRA_DIST += backends/transcendental_fit.py
+# The tensor-core tier: the exact model of the GPUs' MMA arithmetic.
+backends_ref_libref_la_SOURCES += backends/ref/mma_model.c
+# The transformer ops: RoPE, attention, embedding (numerics.md section 12).
+noinst_HEADERS += backends/rope.h
+backends_ref_libref_la_SOURCES += backends/ref/rope.c backends/ref/attention.c \
+	backends/ref/embedding.c

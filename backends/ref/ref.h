@@ -29,4 +29,24 @@ lk_status lk_ref_ternary_unpack(const lk_pack_args *a);
 lk_status lk_ref_ternary_gemm(const lk_qgemm_args *a);
 lk_status lk_ref_int8_gemm(const lk_qgemm_args *a);
 
+/* The tensor-core tier (mma_model.c, numerics.md "Tensor-core tier"):
+ * lk_gemm with LK_GEMM_TC_SM80 or LK_GEMM_TC_SM90 in a->flags. */
+lk_status lk_ref_gemm_tc(const lk_gemm_args *a);
+#define LK_MMA_K 16        /* k of one instruction step (m16n8k16, m64nNk16) */
+#define LK_MMA_F_SM80 24   /* fractional bits the terms are truncated to */
+#define LK_MMA_F_SM90 25
+#define LK_MMA_MAX_TERMS 16
+/* One fused dot-add of the model: c + sum_{i<n} a[i]*b[i] (n <= 16, a and b
+ * raw bf16 or f16 bits), terms aligned to the largest exponent, truncated
+ * to frac_bits fractional bits, summed exactly, rounded toward zero. */
+float lk_mma_fdpa(lk_dtype dt, const uint16_t *a, const uint16_t *b, int n, float c,
+                  int frac_bits);
+/* One k = 16 instruction step of a tier (LK_GEMM_TC_SM80: two halves of 8). */
+float lk_mma_step(unsigned tier, lk_dtype dt, const uint16_t *a, const uint16_t *b, float c);
+
+/* The transformer ops (numerics.md section 12). */
+lk_status lk_ref_rope(const lk_rope_args *a);
+lk_status lk_ref_attention(const lk_attention_args *a);
+lk_status lk_ref_embedding(const lk_embedding_args *a);
+
 #endif
