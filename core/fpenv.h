@@ -36,7 +36,10 @@ static inline void lk_fpenv_enter(lk_fpenv *saved)
     __asm__ __volatile__("mrs %0, fpsr" : "=r"(s));
     saved->fpcr = c;
     saved->fpsr = s;
-    if (c != 0) /* RNE, FZ = FZ16 = AH = FIZ = DN = 0 */
+    /* FPCR = 0: RMode RNE, FZ = FZ16 = AH = FIZ = DN = AHP = 0 (no flush,
+     * IEEE half precision), no trap enabled.  AH/FIZ (FEAT_AFP) and FZ16
+     * are RES0 where not implemented, so 0 is right on every core. */
+    if (c != 0)
         __asm__ __volatile__("msr fpcr, %0" : : "r"((uint64_t)0));
 }
 static inline void lk_fpenv_leave(const lk_fpenv *saved)

@@ -45,6 +45,42 @@ static uint64_t lk_sys_cache(int name)
     return v > 0 ? (uint64_t)v : 0;
 }
 
+/* The size of cpu0's cache of `level` (data or unified) from sysfs, 0
+ * when unknown: glibc's sysconf answers 0 for the caches on AArch64 (it
+ * has no CPUID to ask), while Linux lists them under
+ * /sys/devices/system/cpu/cpu0/cache/indexN/{level,type,size}. */
+static uint64_t lk_sysfs_cache(int level)
+{
+    for (int i = 0; i < 8; i++) {
+        char path[96], type[32] = "";
+        int lv = 0;
+        unsigned long kb = 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            return 0;
+        int got = fscanf(f, "%d", &lv);
+        fclose(f);
+        if (got != 1 || lv != level)
+            continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+        if ((f = fopen(path, "r")) == NULL)
+            continue;
+        got = fscanf(f, "%31s", type);
+        fclose(f);
+        if (got != 1 || strcmp(type, "Instruction") == 0)
+            continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if ((f = fopen(path, "r")) == NULL)
+            continue;
+        got = fscanf(f, "%luK", &kb);
+        fclose(f);
+        if (got == 1)
+            return (uint64_t)kb * 1024;
+    }
+    return 0;
+}
+
 static void lk_topo_sysconf(lk_topo *t)
 {
     t->hwloc = 0;
@@ -58,6 +94,12 @@ static void lk_topo_sysconf(lk_topo *t)
 #else
     (void)lk_sys_cache;
 #endif
+    if (t->l1d == 0)
+        t->l1d = lk_sysfs_cache(1);
+    if (t->l2 == 0)
+        t->l2 = lk_sysfs_cache(2);
+    if (t->l3 == 0)
+        t->l3 = lk_sysfs_cache(3);
     snprintf(t->source, sizeof t->source, "sysconf");
 }
 

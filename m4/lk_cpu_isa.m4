@@ -52,6 +52,52 @@ volatile int v[16];]],
     # The AVX-VNNI kernels are the AVX2 ones with vpdpbusd: they need both.
     AS_IF([test "x$lk_isa_avx2" != xyes], [lk_isa_avx_vnni=no])
   ])
+  # AArch64: Advanced SIMD is part of the base architecture (no flags);
+  # the dot product extension (sdot) is Armv8.2-A DotProd.
+  ISA_NEON_CFLAGS=""
+  ISA_NEON_DOTPROD_CFLAGS="-march=armv8.2-a+dotprod"
+  lk_isa_neon=no
+  lk_isa_neon_dotprod=no
+  AS_CASE([$host_cpu], [aarch64|arm64], [
+    LK_ISA_CHECK([NEON], [$ISA_NEON_CFLAGS], [[#include <arm_neon.h>
+volatile float f[4]; volatile unsigned short h[4];]],
+      [[float32x4_t a = vld1q_f32((const float *)f);
+        float32x4_t b = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const unsigned short *)h)));
+        a = vfmaq_f32(a, b, vdivq_f32(a, vsqrtq_f32(b)));
+        vst1q_s32((int *)f, vcvtnq_s32_f32(a));]], [lk_isa_neon])
+    LK_ISA_CHECK([NEON dotprod], [$ISA_NEON_DOTPROD_CFLAGS], [[#include <arm_neon.h>
+volatile int v[4];]],
+      [[int32x4_t a = vld1q_s32((const int *)v);
+        a = vdotq_s32(a, vreinterpretq_s8_s32(a), vreinterpretq_s8_s32(a));
+        vst1q_s32((int *)v, a);]], [lk_isa_neon_dotprod])
+    # The dotprod kernels are the NEON ones with sdot: they need both.
+    AS_IF([test "x$lk_isa_neon" != xyes], [lk_isa_neon_dotprod=no])
+  ])
+  AC_SUBST([ISA_NEON_CFLAGS])
+  AC_SUBST([ISA_NEON_DOTPROD_CFLAGS])
+  AS_IF([test "x$lk_isa_neon" = xyes],
+    [AC_DEFINE([LK_HAVE_ISA_NEON], [1], [Define if the NEON kernels are built])])
+  AS_IF([test "x$lk_isa_neon_dotprod" = xyes],
+    [AC_DEFINE([LK_HAVE_ISA_NEON_DOTPROD], [1], [Define if the NEON dotprod kernels are built])])
+  AM_CONDITIONAL([LK_ISA_NEON], [test "x$lk_isa_neon" = xyes])
+  # Cross-built for AArch64: `make check` runs every test program under
+  # qemu-aarch64 (backends/cpu/local.mk sets LOG_COMPILER), on the CPU
+  # model LK_QEMU_CPU (make check LK_QEMU_CPU=cortex-a53: no dotprod) and
+  # the target's libraries from LK_QEMU_LD_PREFIX.
+  AC_ARG_VAR([QEMU_AARCH64], [qemu-user for AArch64, to run the tests of a cross build])
+  AC_ARG_VAR([LK_QEMU_CPU], [qemu CPU model for the tests of a cross build (default: max)])
+  AC_ARG_VAR([LK_QEMU_LD_PREFIX], [the target's root for qemu (default: /usr/aarch64-linux-gnu)])
+  lk_qemu=no
+  AS_IF([test "x$cross_compiling" = xyes && test "x$lk_isa_neon" = xyes], [
+    AC_PATH_PROGS([QEMU_AARCH64], [qemu-aarch64 qemu-aarch64-static], [no])
+    AS_IF([test "x$QEMU_AARCH64" != xno], [lk_qemu=yes],
+      [AC_MSG_WARN([qemu-aarch64 not found: make check cannot run the tests of this cross build (apt-get install qemu-user)])])
+  ])
+  AS_IF([test "x$LK_QEMU_CPU" = x], [LK_QEMU_CPU=max])
+  AS_IF([test "x$LK_QEMU_LD_PREFIX" = x], [LK_QEMU_LD_PREFIX=/usr/$host_alias])
+  AM_CONDITIONAL([LK_QEMU], [test "x$lk_qemu" = xyes])
+  AM_CONDITIONAL([LK_ISA_NEON_DOTPROD], [test "x$lk_isa_neon_dotprod" = xyes])
+
   AC_SUBST([ISA_AVX2_CFLAGS])
   AC_SUBST([ISA_AVX_VNNI_CFLAGS])
   AC_SUBST([ISA_AVX512_CFLAGS])
@@ -68,12 +114,14 @@ volatile int v[16];]],
   AM_CONDITIONAL([LK_ISA_AVX2], [test "x$lk_isa_avx2" = xyes])
   AM_CONDITIONAL([LK_ISA_AVX_VNNI], [test "x$lk_isa_avx_vnni" = xyes])
   AM_CONDITIONAL([LK_ISA_AVX512], [test "x$lk_isa_avx512" = xyes])
-  AM_CONDITIONAL([LK_ISA_ARM], [false])
+  AM_CONDITIONAL([LK_ISA_ARM], [test "x$lk_isa_neon" = xyes])
 
   lk_isa_summary=""
   AS_IF([test "x$lk_isa_avx2" = xyes], [lk_isa_summary="$lk_isa_summary avx2"])
   AS_IF([test "x$lk_isa_avx_vnni" = xyes], [lk_isa_summary="$lk_isa_summary avx-vnni"])
   AS_IF([test "x$lk_isa_avx512" = xyes], [lk_isa_summary="$lk_isa_summary avx512-vnni"])
+  AS_IF([test "x$lk_isa_neon" = xyes], [lk_isa_summary="$lk_isa_summary neon"])
+  AS_IF([test "x$lk_isa_neon_dotprod" = xyes], [lk_isa_summary="$lk_isa_summary neon-dotprod"])
   AS_IF([test "x$lk_isa_summary" = x],
     [lk_isa_summary="none (threaded reference only)"],
     [lk_isa_summary="${lk_isa_summary# } (chosen at run time)"])

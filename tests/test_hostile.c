@@ -5,8 +5,10 @@
  *
  * For each device and a selection of contract-matrix cases (edge values
  * first: subnormals are what FTZ/DAZ would destroy), the case runs with
- *   1. FTZ + DAZ set around the call (x86 MXCSR 0x9FC0; AArch64 FPCR.FZ),
- *   2. FTZ + DAZ + round-toward-zero (MXCSR 0xFFC0; FPCR.FZ | RMode = RZ)
+ *   1. FTZ + DAZ set around the call (x86 MXCSR 0x9FC0; AArch64 FPCR FZ,
+ *      FZ16, AH and FIZ, those of them the core implements),
+ *   2. FTZ + DAZ + round-toward-zero (MXCSR 0xFFC0; the same FPCR bits and
+ *      RMode = RZ)
  *      on a queue created while that state was set, so worker threads that
  *      inherit their creator's state are covered too,
  * and must give the bytes of a normal call, leaving the hostile state
@@ -50,9 +52,22 @@ static void fp_set(fpstate s) { __asm__ __volatile__("msr fpcr, %0" : : "r"(s));
 #define FPCR_FZ (1ull << 24)
 #define FPCR_FZ16 (1ull << 19)
 #define FPCR_RZ (3ull << 22)
-static const fpstate hostile_modes[2] = {FPCR_FZ | FPCR_FZ16, FPCR_FZ | FPCR_FZ16 | FPCR_RZ};
-static const char *const hostile_names[2] = {"FPCR FZ+FZ16",
-                                             "FPCR FZ+FZ16+RZ (queue made under it)"};
+#define FPCR_AH_FIZ (3ull) /* FEAT_AFP: AH (bit 1) and FIZ (bit 0) */
+/* Not const: a core without FP16 (Cortex-A53) or FEAT_AFP keeps FZ16, AH
+ * and FIZ as RES0, so main() trims each state to the bits the FPCR keeps
+ * (fp_kept) before comparing what comes back. */
+static fpstate hostile_modes[2] = {FPCR_FZ | FPCR_FZ16 | FPCR_AH_FIZ,
+                                   FPCR_FZ | FPCR_FZ16 | FPCR_AH_FIZ | FPCR_RZ};
+static const char *const hostile_names[2] = {"FPCR FZ+FZ16+AH+FIZ",
+                                             "FPCR FZ+FZ16+AH+FIZ+RZ (queue made under it)"};
+static fpstate fp_kept(fpstate s)
+{
+    fpstate o = fp_get();
+    fp_set(s);
+    s = fp_get();
+    fp_set(o);
+    return s;
+}
 #else
 /* no FTZ to set: the rounding mode alone */
 typedef int fpstate;
@@ -96,6 +111,12 @@ static int edgy(const lk_mx_case *c)
 int main(void)
 {
     uint64_t seed = tap_seed();
+#if defined(__aarch64__)
+    for (int m = 0; m < 2; m++)
+        hostile_modes[m] = fp_kept(hostile_modes[m]);
+    diag("FPCR states this CPU keeps: " FP_FMT ", " FP_FMT, (unsigned long long)hostile_modes[0],
+         (unsigned long long)hostile_modes[1]);
+#endif
     setenv("LOCKSTEP_TESTDRV_DEVMEM", "1", 0);
 
     lk_context *ctx;

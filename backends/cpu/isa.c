@@ -1,4 +1,5 @@
-/* Lockstep CPU driver: ISA detection from CPUID and XGETBV.
+/* Lockstep CPU driver: ISA detection from CPUID and XGETBV (x86), or
+ * getauxval(AT_HWCAP) (AArch64).
  *
  * A feature counts only when the OS has enabled its register state in
  * XCR0 (YMM for AVX2, opmask and both ZMM halves for AVX-512): a CPU that
@@ -75,6 +76,29 @@ static unsigned lk_x86_detect(void)
 }
 #endif
 
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+/* The kernel's HWCAP bits (asm/hwcap.h), spelled out for C libraries
+ * whose headers lack them. */
+#define LK_HWCAP_FP (1ul << 0)
+#define LK_HWCAP_ASIMD (1ul << 1)
+#define LK_HWCAP_ASIMDDP (1ul << 20)
+
+/* Advanced SIMD with its FP (both are in every Linux AArch64 system, but
+ * the kernel says so), and DotProd where the CPU has it. */
+static unsigned lk_arm_detect(void)
+{
+    unsigned isas = 1u << LK_CPU_ISA_REF;
+    unsigned long hw = getauxval(AT_HWCAP);
+    if ((hw & LK_HWCAP_FP) && (hw & LK_HWCAP_ASIMD)) {
+        isas |= 1u << LK_CPU_ISA_NEON;
+        if (hw & LK_HWCAP_ASIMDDP)
+            isas |= 1u << LK_CPU_ISA_NEON_DOTPROD;
+    }
+    return isas;
+}
+#endif
+
 static unsigned lk_isas;
 static pthread_once_t lk_isa_once = PTHREAD_ONCE_INIT;
 
@@ -82,6 +106,8 @@ static void lk_isa_detect(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     lk_isas = lk_x86_detect();
+#elif defined(__aarch64__)
+    lk_isas = lk_arm_detect();
 #else
     lk_isas = 1u << LK_CPU_ISA_REF;
 #endif
@@ -95,8 +121,8 @@ unsigned lk_cpu_isa_supported(void)
 
 const char *lk_cpu_isa_name(lk_cpu_isa isa)
 {
-    static const char *const names[LK_CPU_ISA_COUNT_] = {"ref", "avx2", "avx-vnni",
-                                                         "avx512-vnni"};
+    static const char *const names[LK_CPU_ISA_COUNT_] = {"ref",         "avx2", "avx-vnni",
+                                                         "avx512-vnni", "neon", "neon-dotprod"};
     return (unsigned)isa < LK_CPU_ISA_COUNT_ ? names[isa] : "?";
 }
 

@@ -1,6 +1,7 @@
 /* Lockstep CPU driver: which instruction sets this CPU and its OS support
  * (internal).  Detected once, from CPUID and XGETBV (the OS must save the
- * YMM/ZMM/opmask state, or the instructions fault), never /proc/cpuinfo. */
+ * YMM/ZMM/opmask state, or the instructions fault), or on AArch64 from
+ * getauxval(AT_HWCAP), never /proc/cpuinfo. */
 #ifndef LK_CPU_ISA_H
 #define LK_CPU_ISA_H
 
@@ -9,6 +10,8 @@ typedef enum lk_cpu_isa {
     LK_CPU_ISA_AVX2 = 1,        /* AVX2 + FMA + F16C */
     LK_CPU_ISA_AVX_VNNI = 2,    /* the above + AVX-VNNI (vpdpbusd on YMM) */
     LK_CPU_ISA_AVX512_VNNI = 3, /* AVX-512 F/BW/VL/VNNI + FMA + F16C */
+    LK_CPU_ISA_NEON = 4,        /* AArch64 Advanced SIMD */
+    LK_CPU_ISA_NEON_DOTPROD = 5, /* the above + DotProd (sdot) */
     LK_CPU_ISA_COUNT_
 } lk_cpu_isa;
 
@@ -16,7 +19,8 @@ typedef enum lk_cpu_isa {
  * natively; LK_CPU_ISA_REF always. */
 unsigned lk_cpu_isa_supported(void);
 
-/* "ref", "avx2", "avx-vnni", "avx512-vnni": the device-name suffix and
+/* "ref", "avx2", "avx-vnni", "avx512-vnni", "neon", "neon-dotprod": the
+ * device-name suffix and
  * the LOCKSTEP_CPU_ISA value. */
 const char *lk_cpu_isa_name(lk_cpu_isa isa);
 

@@ -1,5 +1,6 @@
-/* Lockstep CPU driver: the x86 intrinsics every ISA variant is written in,
- * native or emulated.
+/* Lockstep CPU driver: the intrinsics every ISA variant is written in
+ * (x86, or AArch64 NEON where the ISA's vec.h defines LK_VEC_ARM), native
+ * or emulated.
  *
  * The kernels are compiled twice: natively, with their ISA's -m flags, and,
  * with --enable-emulated-isa, with LK_SIMDE defined and no ISA flags, against
@@ -16,7 +17,20 @@
 #include <math.h>
 #include <stdint.h>
 
+#if defined(LK_VEC_ARM)
+/* AArch64 Advanced SIMD (neon/vec.h defines LK_VEC_ARM): arm_neon.h, or
+ * SIMDe's portable NEON, mended in neon/simde_compat.h. */
 #if defined(LK_SIMDE)
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/arm/neon.h>
+
+#include "backends/cpu/neon/simde_compat.h"
+#define LK_SIMDE_SUFFIX _simde
+#else
+#include <arm_neon.h>
+#define LK_SIMDE_SUFFIX
+#endif
+#elif defined(LK_SIMDE)
 #define SIMDE_ENABLE_NATIVE_ALIASES
 #include <simde/x86/avx512.h>
 #include <simde/x86/f16c.h>
@@ -55,6 +69,7 @@ typedef __mmask16 lk_mmask16;
 #define LK_SIMDE_GENERIC 0
 #endif
 
+#if !defined(LK_VEC_ARM)
 /* The in-register end of the contract's butterfly (numerics.md section 5)
  * on 8 lanes: for s = 4, 2, 1: lane[l] = lane[l] + lane[l + s]. */
 LK_INLINE float lk_x86_butterfly8(__m256 v)
@@ -98,5 +113,6 @@ LK_INLINE __m256 lk_x86_load8(const void *p, int es, int f16)
         return _mm256_cvtph_ps(h);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
+#endif /* !LK_VEC_ARM */
 
 #endif
