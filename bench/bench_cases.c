@@ -20,14 +20,14 @@
 #include "bench/bench_cases.h"
 #include "bench/peers.h"
 
-#define MAX_CASES 96
+#define MAX_CASES 160
 
 static lk_bench_case cases[MAX_CASES + 1];
 static char names[MAX_CASES][48];
 static int ncases;
 
-static void add(lk_bench_kind kind, lk_dtype dt, int64_t m, int64_t n, int64_t k, int cold,
-                int quick)
+static void add_case(lk_bench_kind kind, lk_dtype dt, int64_t m, int64_t n, int64_t k, int cold,
+                     int quick, int prepared)
 {
     lk_bench_case *c = &cases[ncases];
     char *nm = names[ncases];
@@ -42,6 +42,7 @@ static void add(lk_bench_kind kind, lk_dtype dt, int64_t m, int64_t n, int64_t k
     c->k = k;
     c->cold = cold;
     c->quick = quick;
+    c->prepared = prepared;
     c->name = nm;
     switch (kind) {
     case LK_BK_GEMM:
@@ -50,16 +51,16 @@ static void add(lk_bench_kind kind, lk_dtype dt, int64_t m, int64_t n, int64_t k
         c->peer_name = mb ? "openblas sgemm" : "-";
         break;
     case LK_BK_LINEAR:
-        snprintf(nm, 48, "linear.%s.%lldx%lld.m%lld", dn, (long long)n, (long long)k,
-                 (long long)m);
+        snprintf(nm, 48, "linear.%s.%lldx%lld.m%lld%s", dn, (long long)n, (long long)k,
+                 (long long)m, prepared ? ".prep" : "");
         c->flops = 2.0 * (double)m * (double)n * (double)k;
         c->bytes = (double)n * (double)k * (dt == LK_BF16 ? 2 : 4);
         c->peer_name = !mb ? "-" : m == 1 ? (dt == LK_F32 ? "openblas sgemv" : "openblas sgemv f32")
                                           : (dt == LK_F32 ? "openblas sgemm" : "openblas sgemm f32");
         break;
     case LK_BK_TERNARY:
-        snprintf(nm, 48, "ternary.%lldx%lld.m%lld%s", (long long)n, (long long)k, (long long)m,
-                 cold ? ".cold" : "");
+        snprintf(nm, 48, "ternary.%lldx%lld.m%lld%s%s", (long long)n, (long long)k, (long long)m,
+                 cold ? ".cold" : "", prepared ? ".prep" : "");
         c->flops = m > 1 ? 2.0 * (double)m * (double)n * (double)k : 0.0;
         c->bytes = (double)n * (double)k / 4.0;
         c->peer_name = cold ? "read floor (cold)" : "read floor (same bytes)";
@@ -82,6 +83,21 @@ static void add(lk_bench_kind kind, lk_dtype dt, int64_t m, int64_t n, int64_t k
     }
 }
 
+static void add(lk_bench_kind kind, lk_dtype dt, int64_t m, int64_t n, int64_t k, int cold,
+                int quick)
+{
+    add_case(kind, dt, m, n, k, cold, quick, 0);
+}
+
+/* The BitNet-shape layers twice: on the weights as given, then prepared
+ * (include/lockstep/weights.h), as a model runs them. */
+static void add_both(lk_bench_kind kind, lk_dtype dt, int64_t m, int64_t n, int64_t k, int cold,
+                     int quick)
+{
+    add_case(kind, dt, m, n, k, cold, quick, 0);
+    add_case(kind, dt, m, n, k, cold, quick, 1);
+}
+
 const lk_bench_case *lk_bench_cases(void)
 {
     if (ncases)
@@ -94,13 +110,13 @@ const lk_bench_case *lk_bench_cases(void)
     for (int d = 0; d < 2; d++)
         for (int s = 0; s < 4; s++)
             for (int i = 0; i < 4; i++)
-                add(LK_BK_LINEAR, d ? LK_BF16 : LK_F32, ms[i], shapes[s][0], shapes[s][1], 0,
+                add_both(LK_BK_LINEAR, d ? LK_BF16 : LK_F32, ms[i], shapes[s][0], shapes[s][1], 0,
                     s == 2 && (i == 0 || (i == 2 && d == 0)));
     for (int s = 0; s < 4; s++) {
         for (int i = 0; i < 4; i++)
-            add(LK_BK_TERNARY, LK_T2, ms[i], shapes[s][0], shapes[s][1], 0,
+            add_both(LK_BK_TERNARY, LK_T2, ms[i], shapes[s][0], shapes[s][1], 0,
                 i == 0 && (s == 0 || s == 2));
-        add(LK_BK_TERNARY, LK_T2, 1, shapes[s][0], shapes[s][1], 1, s == 2);
+        add_both(LK_BK_TERNARY, LK_T2, 1, shapes[s][0], shapes[s][1], 1, s == 2);
     }
     add(LK_BK_RMSNORM, LK_F32, 32, 2560, 0, 0, 1);
     add(LK_BK_RMSNORM, LK_F32, 4096, 4096, 0, 0, 1);
@@ -178,7 +194,8 @@ static double median(double *v, int n)
 typedef struct bench_data {
     void *x, *w, *y, *xs, *ws, *xf, *wf, *yp; /* xf, wf: f32 copies for the peer */
     void **pool;                              /* cold: weight copies */
-    int npool;
+    lk_weights **pw;                          /* prepared: one per weight copy */
+    int npool, nw;
     size_t wbytes;
 } bench_data;
 
@@ -189,6 +206,9 @@ static void data_free(bench_data *d)
     for (int i = 0; i < d->npool; i++)
         free(d->pool[i]);
     free(d->pool);
+    for (int i = 0; i < d->nw; i++)
+        lk_weights_destroy(d->pw[i]);
+    free(d->pw);
 }
 
 static size_t cold_pool_bytes(void)
@@ -270,6 +290,24 @@ static lk_status setup(const lk_bench_case *c, bench_data *d)
     }
 }
 
+/* The weights (each cold copy) prepared on the queue, outside the timing. */
+static lk_status prepare(const lk_bench_case *c, bench_data *d, lk_queue *q)
+{
+    const int t2 = c->kind == LK_BK_TERNARY, copies = t2 ? d->npool : 1;
+    d->pw = calloc((size_t)copies, sizeof *d->pw);
+    if (!d->pw)
+        return LK_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < copies; i++) {
+        lk_tensor w = lk_mat(t2 ? d->pool[i] : d->w, t2 ? LK_T2 : c->dt, c->n, c->k);
+        lk_tensor ws = lk_mat(d->ws, LK_F32, 1, 1);
+        lk_status st = lk_weights_prepare(q, &w, t2 ? &ws : NULL, &d->pw[i]);
+        if (st != LK_OK)
+            return st;
+        d->nw = i + 1;
+    }
+    return LK_OK;
+}
+
 static lk_status run_lockstep(const lk_bench_case *c, bench_data *d, lk_queue *q, int rep)
 {
     const int64_t m = c->m, n = c->n, k = c->k;
@@ -282,12 +320,16 @@ static lk_status run_lockstep(const lk_bench_case *c, bench_data *d, lk_queue *q
     case LK_BK_LINEAR: {
         lk_tensor a = lk_mat(d->x, c->dt, m, k), b = lk_mat(d->w, c->dt, n, k);
         lk_tensor y = lk_mat(d->y, LK_F32, m, n);
+        if (c->prepared)
+            return lk_linear(q, &a, d->pw[0], NULL, &y, 0);
         return lk_gemm(q, LK_NO_TRANS, LK_TRANS, &a, &b, NULL, &y, 1, 0);
     }
     case LK_BK_TERNARY: {
         lk_tensor x = lk_mat(d->x, LK_I8, m, k), xs = lk_mat(d->xs, LK_F32, m, 1);
         lk_tensor w = lk_mat(d->pool[rep % d->npool], LK_T2, n, k);
         lk_tensor ws = lk_mat(d->ws, LK_F32, 1, 1), y = lk_mat(d->y, LK_F32, m, n);
+        if (c->prepared)
+            return lk_ternary_linear(q, &x, &xs, d->pw[rep % d->nw], &y);
         return lk_ternary_gemm(q, &x, &xs, &w, &ws, &y);
     }
     case LK_BK_SUM: {
@@ -358,6 +400,8 @@ lk_status lk_bench_run(const lk_bench_case *c, lk_queue *q, int threads, int rep
     double *tl = calloc((size_t)reps, sizeof *tl), *tp = calloc((size_t)reps, sizeof *tp);
     if (st == LK_OK && (!tl || !tp))
         st = LK_ERR_OUT_OF_MEMORY;
+    if (st == LK_OK && c->prepared)
+        st = prepare(c, &d, q);
     if (st == LK_OK)
         st = run_lockstep(c, &d, q, 0); /* warm-up, and the op's support */
     for (int i = 0; st == LK_OK && i < reps; i++) {

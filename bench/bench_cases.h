@@ -25,6 +25,7 @@ typedef struct lk_bench_case {
     int64_t m, n, k;
     int cold;          /* weights rotate through copies larger than the caches */
     int quick;         /* part of --quick */
+    int prepared;      /* linear/ternary: on lk_weights_prepare'd weights */
     double flops;      /* per run (0: bandwidth-bound) */
     double bytes;      /* moved per run, at least once */
     const char *peer_name;

@@ -10,9 +10,12 @@ noinst_HEADERS += \
 	backends/cpu/cpu.h backends/cpu/isa.h backends/cpu/threads.h \
 	backends/cpu/variants.h backends/cpu/simd.h backends/cpu/simde_compat.h \
 	backends/cpu/avx2/vec.h backends/cpu/avx_vnni/vec.h backends/cpu/avx512/vec.h \
+	backends/cpu/neon/vec.h backends/cpu/neon/m256.h backends/cpu/neon/simde_compat.h \
+	backends/cpu/neon_dotprod/vec.h \
 	backends/cpu/kernels/elem.h backends/cpu/kernels/lanes.h \
 	backends/cpu/kernels/qgemm.h backends/cpu/kernels/t2.h \
-	backends/cpu/kernels/transcendental.h
+	backends/cpu/kernels/transcendental.h \
+	backends/cpu/kernels/prepared.h
 EXTRA_DIST += \
 	backends/cpu/kernels/gemm.c backends/cpu/kernels/reduce.c \
 	backends/cpu/kernels/softmax.c backends/cpu/kernels/unary.c \
@@ -83,6 +86,53 @@ backends_cpu_libcpu_avx512_simde_la_CFLAGS = $(lk_cpu_simde_cflags)
 backends_cpu_libcpu_avx512_simde_la_SOURCES = $(lk_cpu_avx512_files)
 liblockstep_la_LIBADD += backends/cpu/libcpu_avx2_simde.la \
 	backends/cpu/libcpu_avx_vnni_simde.la backends/cpu/libcpu_avx512_simde.la
+endif
+
+# AArch64 (issue 4): the same kernels on NEON, and with sdot for the
+# integer GEMMs; with --enable-emulated-isa also against SIMDe's NEON, on
+# any host, as cpu:neon@simde and cpu:neon-dotprod@simde.
+lk_cpu_neon_files = \
+	backends/cpu/neon/gemm.c backends/cpu/neon/reduce.c \
+	backends/cpu/neon/softmax.c backends/cpu/neon/unary.c \
+	backends/cpu/neon/norm.c backends/cpu/neon/binary.c \
+	backends/cpu/neon/quant.c backends/cpu/neon/ternary.c \
+	backends/cpu/neon/int8_gemm.c
+lk_cpu_neon_dotprod_files = \
+	backends/cpu/neon_dotprod/ternary.c backends/cpu/neon_dotprod/int8_gemm.c
+if LK_ISA_NEON
+noinst_LTLIBRARIES += backends/cpu/libcpu_neon.la
+backends_cpu_libcpu_neon_la_CFLAGS = $(AM_CFLAGS) $(ISA_NEON_CFLAGS)
+backends_cpu_libcpu_neon_la_SOURCES = $(lk_cpu_neon_files)
+liblockstep_la_LIBADD += backends/cpu/libcpu_neon.la
+endif
+if LK_ISA_NEON_DOTPROD
+noinst_LTLIBRARIES += backends/cpu/libcpu_neon_dotprod.la
+backends_cpu_libcpu_neon_dotprod_la_CFLAGS = $(AM_CFLAGS) $(ISA_NEON_DOTPROD_CFLAGS)
+backends_cpu_libcpu_neon_dotprod_la_SOURCES = $(lk_cpu_neon_dotprod_files)
+liblockstep_la_LIBADD += backends/cpu/libcpu_neon_dotprod.la
+endif
+if LK_EMULATED_ISA
+noinst_LTLIBRARIES += backends/cpu/libcpu_neon_simde.la \
+	backends/cpu/libcpu_neon_dotprod_simde.la
+backends_cpu_libcpu_neon_simde_la_CPPFLAGS = $(lk_cpu_simde_cppflags)
+backends_cpu_libcpu_neon_simde_la_CFLAGS = $(lk_cpu_simde_cflags)
+backends_cpu_libcpu_neon_simde_la_SOURCES = $(lk_cpu_neon_files)
+backends_cpu_libcpu_neon_dotprod_simde_la_CPPFLAGS = $(lk_cpu_simde_cppflags)
+backends_cpu_libcpu_neon_dotprod_simde_la_CFLAGS = $(lk_cpu_simde_cflags)
+backends_cpu_libcpu_neon_dotprod_simde_la_SOURCES = $(lk_cpu_neon_dotprod_files)
+liblockstep_la_LIBADD += backends/cpu/libcpu_neon_simde.la \
+	backends/cpu/libcpu_neon_dotprod_simde.la
+endif
+
+# A cross build for AArch64 runs its tests under qemu-user: libtool's
+# execute mode swaps each uninstalled program's wrapper script for the
+# binary and sets the library path, which the target's loader (under
+# QEMU_LD_PREFIX) then honours.
+EXTRA_DIST += scripts/test-arm.sh scripts/arm-insns.sh scripts/arm-insns/insn_count.c \
+	scripts/arm-insns/opcount.c
+if LK_QEMU
+LOG_COMPILER = $(LIBTOOL) --mode=execute env QEMU_CPU='$(LK_QEMU_CPU)' \
+	QEMU_LD_PREFIX='$(LK_QEMU_LD_PREFIX)' $(QEMU_AARCH64)
 endif
 
 # The driver's own paths (large shapes, thread counts, environment), on

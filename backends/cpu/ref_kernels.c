@@ -8,6 +8,8 @@
 #include "config.h"
 #endif
 
+#include <string.h>
+
 #include "backends/cpu/threads.h"
 #include "backends/cpu/variants.h"
 #include "backends/ref/ref.h"
@@ -38,29 +40,45 @@ static int lk_threads(void *queue, int64_t rows, int64_t cols)
                               rows);
 }
 
-/* ---- GEMM: rows of C (columns of a transposed A) ---- */
+/* ---- GEMM, both tiers: rows of C (columns of a transposed A) ---- */
 typedef struct {
     const lk_gemm_args *g;
+    lk_status (*kernel)(const lk_gemm_args *); /* lk_ref_gemm or lk_ref_gemm_tc */
 } gemm_ctx;
 
 static void gemm_rows(void *p, int64_t m0, int64_t m1, int tid)
 {
     (void)tid;
-    lk_gemm_args s = *((gemm_ctx *)p)->g;
+    const gemm_ctx *c = p;
+    lk_gemm_args s = *c->g;
     s.a = s.ta == LK_TRANS ? lk_cols(s.a, m0, m1) : lk_rows(s.a, m0, m1);
     s.c = lk_rows(s.c, m0, m1);
     s.m = m1 - m0;
-    lk_ref_gemm(&s);
+    (void)c->kernel(&s); /* validated shapes: the reference cannot fail */
+}
+
+/* ops_per_product: what one a*b costs the kernel, for the thread count */
+static lk_status gemm_on_threads(void *q, const lk_gemm_args *g,
+                                 lk_status (*kernel)(const lk_gemm_args *), double ops_per_product)
+{
+    gemm_ctx c = {g, kernel};
+    int nt = lk_cpu_threads_for((const lk_cpu_queue *)q,
+                                ops_per_product * (double)g->m * (double)g->n * (double)g->k *
+                                    (double)g->batch,
+                                g->m);
+    lk_cpu_for(nt, g->m, gemm_rows, &c);
+    return LK_OK;
 }
 
 static lk_status ref_gemm(void *q, const lk_gemm_args *g)
 {
-    gemm_ctx c = {g};
-    int nt = lk_cpu_threads_for((const lk_cpu_queue *)q,
-                                2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->batch,
-                                g->m);
-    lk_cpu_for(nt, g->m, gemm_rows, &c);
-    return LK_OK;
+    return gemm_on_threads(q, g, lk_ref_gemm, 2.0);
+}
+
+/* the tensor-core tier's CPU model: some 40 integer operations a product */
+static lk_status ref_gemm_tc(void *q, const lk_gemm_args *g)
+{
+    return gemm_on_threads(q, g, lk_ref_gemm_tc, 80.0);
 }
 
 /* ---- row-wise ops: slice x, y (and per-row companions) ---- */
@@ -178,6 +196,78 @@ static lk_status ref_ternary_pack(void *q, const lk_pack_args *a)
     return lk_ref_ternary_pack(a);
 }
 
+/* ---- the transformer ops (numerics.md section 12) ---- */
+LK_ROWWISE(rope, lk_rope_args,
+           s.x = lk_rows(s.x, r0, r1); s.pos = lk_rows(s.pos, r0, r1);
+           s.y = lk_rows(s.y, r0, r1))
+
+static void embedding_rows(void *p, int64_t r0, int64_t r1, int tid)
+{
+    (void)tid;
+    lk_embedding_args s = *(const lk_embedding_args *)p;
+    s.ids = lk_rows(s.ids, r0, r1);
+    s.y = lk_rows(s.y, r0, r1);
+    lk_ref_embedding(&s);
+}
+
+static lk_status ref_embedding(void *q, const lk_embedding_args *a)
+{
+    lk_cpu_for(lk_threads(q, a->ids.rows, a->table.cols), a->ids.rows, embedding_rows,
+               (void *)a);
+    return LK_OK;
+}
+
+/* Matrix b of a batched tensor, as an unbatched one. */
+static lk_tensor lk_batch_entry(lk_tensor t, int64_t b)
+{
+    if (t.data != NULL)
+        t.data = (char *)t.data + b * t.batch_stride * (int64_t)lk_dtype_size(t.dtype);
+    t.batch_stride = 0;
+    return t;
+}
+
+/* Work items: (sequence, kv head), each with its group of query heads. */
+typedef struct {
+    const lk_attention_args *a;
+    int failed; /* an lk_status (only out of memory), stored atomically */
+} attn_ctx;
+
+static void attention_items(void *p, int64_t i0, int64_t i1, int tid)
+{
+    attn_ctx *c = p;
+    (void)tid;
+    const lk_attention_args *a = c->a;
+    const int64_t hd = a->head_dim, group = a->n_head / a->n_kv;
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t b = i / a->n_kv, g = i % a->n_kv;
+        lk_attention_args s = *a;
+        s.batch = 1;
+        s.n_head = group;
+        s.n_kv = 1;
+        s.q = lk_cols(lk_batch_entry(a->q, b), g * group * hd, (g + 1) * group * hd);
+        s.y = lk_cols(lk_batch_entry(a->y, b), g * group * hd, (g + 1) * group * hd);
+        s.k = lk_cols(lk_batch_entry(a->k, b), g * hd, (g + 1) * hd);
+        s.v = lk_cols(lk_batch_entry(a->v, b), g * hd, (g + 1) * hd);
+        s.pos = lk_batch_entry(a->pos, b);
+        lk_status st = lk_ref_attention(&s);
+        if (st != LK_OK)
+            __atomic_store_n(&c->failed, (int)st, __ATOMIC_RELAXED);
+    }
+}
+
+static lk_status ref_attention(void *q, const lk_attention_args *a)
+{
+    attn_ctx c;
+    memset(&c, 0, sizeof c);
+    c.a = a;
+    int64_t items = a->batch * a->n_kv;
+    double work = 4.0 * (double)a->batch * (double)a->tokens * (double)a->n_head *
+                  (double)a->head_dim * (double)a->cache_len;
+    lk_cpu_for(lk_cpu_threads_for((const lk_cpu_queue *)q, work, items), items,
+               attention_items, &c);
+    return (lk_status)__atomic_load_n(&c.failed, __ATOMIC_RELAXED);
+}
+
 void lk_cpu_ref_kernels(lk_kernels *k)
 {
     k->gemm = ref_gemm;
@@ -194,4 +284,8 @@ void lk_cpu_ref_kernels(lk_kernels *k)
     k->ternary_unpack = ref_ternary_unpack;
     k->ternary_gemm = ref_ternary_gemm;
     k->int8_gemm = ref_int8_gemm;
+    k->gemm_tc = ref_gemm_tc;
+    k->rope = ref_rope;
+    k->attention = ref_attention;
+    k->embedding = ref_embedding;
 }

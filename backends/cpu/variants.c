@@ -46,26 +46,60 @@
         (k)->int8_gemm = p##int8_gemm;             \
     } while (0)
 
-/* AVX-VNNI is AVX2 with vpdpbusd: only the integer dot products differ. */
+/* AVX-VNNI is AVX2 with vpdpbusd, NEON dotprod NEON with sdot: only the
+ * integer dot products differ. */
 #define LK_CPU_FILL_VNNI(k, p)                     \
     do {                                           \
         (k)->ternary_gemm = p##ternary_gemm;       \
         (k)->int8_gemm = p##int8_gemm;             \
     } while (0)
 
+/* Prepared weights (include/lockstep/weights.h): every variant. */
+#define LK_CPU_DECLARE_WEIGHTS(p)                                                   \
+    lk_status p##weights_prepare(void *, const lk_weights_args *, void **);         \
+    void p##weights_destroy(void *, void *);                                        \
+    lk_status p##linear(void *, const lk_linear_args *);                            \
+    lk_status p##ternary_linear(void *, const lk_linear_args *);
+
+#define LK_CPU_FILL_WEIGHTS(k, p)                      \
+    do {                                               \
+        (k)->weights_prepare = p##weights_prepare;     \
+        (k)->weights_destroy = p##weights_destroy;     \
+        (k)->linear = p##linear;                       \
+        (k)->ternary_linear = p##ternary_linear;       \
+    } while (0)
+
 #ifdef LK_HAVE_ISA_AVX2
 LK_CPU_DECLARE(lk_cpu_avx2_)
+LK_CPU_DECLARE_WEIGHTS(lk_cpu_avx2_)
 #endif
 #ifdef LK_HAVE_ISA_AVX_VNNI
 LK_CPU_DECLARE(lk_cpu_avx_vnni_)
+LK_CPU_DECLARE_WEIGHTS(lk_cpu_avx_vnni_)
 #endif
 #ifdef LK_HAVE_ISA_AVX512
 LK_CPU_DECLARE(lk_cpu_avx512_)
+LK_CPU_DECLARE_WEIGHTS(lk_cpu_avx512_)
+#endif
+#ifdef LK_HAVE_ISA_NEON
+LK_CPU_DECLARE(lk_cpu_neon_)
+LK_CPU_DECLARE_WEIGHTS(lk_cpu_neon_)
+#endif
+#ifdef LK_HAVE_ISA_NEON_DOTPROD
+LK_CPU_DECLARE(lk_cpu_neon_dotprod_)
+LK_CPU_DECLARE_WEIGHTS(lk_cpu_neon_dotprod_)
 #endif
 #ifdef LK_EMULATED_ISA
+LK_CPU_DECLARE(lk_cpu_neon_simde_)
+LK_CPU_DECLARE_WEIGHTS(lk_cpu_neon_simde_)
+LK_CPU_DECLARE(lk_cpu_neon_dotprod_simde_)
+LK_CPU_DECLARE_WEIGHTS(lk_cpu_neon_dotprod_simde_)
 LK_CPU_DECLARE(lk_cpu_avx2_simde_)
+LK_CPU_DECLARE_WEIGHTS(lk_cpu_avx2_simde_)
 LK_CPU_DECLARE(lk_cpu_avx_vnni_simde_)
+LK_CPU_DECLARE_WEIGHTS(lk_cpu_avx_vnni_simde_)
 LK_CPU_DECLARE(lk_cpu_avx512_simde_)
+LK_CPU_DECLARE_WEIGHTS(lk_cpu_avx512_simde_)
 #endif
 
 int lk_cpu_variant_built(lk_cpu_isa isa, int emulated)
@@ -92,6 +126,14 @@ int lk_cpu_variant_built(lk_cpu_isa isa, int emulated)
     case LK_CPU_ISA_AVX512_VNNI:
         return 1;
 #endif
+#ifdef LK_HAVE_ISA_NEON
+    case LK_CPU_ISA_NEON:
+        return 1;
+#endif
+#ifdef LK_HAVE_ISA_NEON_DOTPROD
+    case LK_CPU_ISA_NEON_DOTPROD:
+        return 1;
+#endif
     default:
         return 0;
     }
@@ -105,13 +147,27 @@ void lk_cpu_variant_kernels(lk_cpu_isa isa, int emulated, lk_kernels *k)
         switch (isa) {
         case LK_CPU_ISA_AVX2:
             LK_CPU_FILL(k, lk_cpu_avx2_simde_);
+            LK_CPU_FILL_WEIGHTS(k, lk_cpu_avx2_simde_);
             break;
         case LK_CPU_ISA_AVX_VNNI:
             LK_CPU_FILL(k, lk_cpu_avx2_simde_);
+            LK_CPU_FILL_WEIGHTS(k, lk_cpu_avx2_simde_);
             LK_CPU_FILL_VNNI(k, lk_cpu_avx_vnni_simde_);
+            k->ternary_linear = lk_cpu_avx_vnni_simde_ternary_linear;
             break;
         case LK_CPU_ISA_AVX512_VNNI:
             LK_CPU_FILL(k, lk_cpu_avx512_simde_);
+            LK_CPU_FILL_WEIGHTS(k, lk_cpu_avx512_simde_);
+            break;
+        case LK_CPU_ISA_NEON:
+            LK_CPU_FILL(k, lk_cpu_neon_simde_);
+            LK_CPU_FILL_WEIGHTS(k, lk_cpu_neon_simde_);
+            break;
+        case LK_CPU_ISA_NEON_DOTPROD:
+            LK_CPU_FILL(k, lk_cpu_neon_simde_);
+            LK_CPU_FILL_WEIGHTS(k, lk_cpu_neon_simde_);
+            LK_CPU_FILL_VNNI(k, lk_cpu_neon_dotprod_simde_);
+            k->ternary_linear = lk_cpu_neon_dotprod_simde_ternary_linear;
             break;
         default:
             break;
@@ -123,17 +179,35 @@ void lk_cpu_variant_kernels(lk_cpu_isa isa, int emulated, lk_kernels *k)
 #ifdef LK_HAVE_ISA_AVX2
     case LK_CPU_ISA_AVX2:
         LK_CPU_FILL(k, lk_cpu_avx2_);
+        LK_CPU_FILL_WEIGHTS(k, lk_cpu_avx2_);
         break;
 #endif
 #ifdef LK_HAVE_ISA_AVX_VNNI
     case LK_CPU_ISA_AVX_VNNI:
         LK_CPU_FILL(k, lk_cpu_avx2_);
+        LK_CPU_FILL_WEIGHTS(k, lk_cpu_avx2_);
         LK_CPU_FILL_VNNI(k, lk_cpu_avx_vnni_);
+        k->ternary_linear = lk_cpu_avx_vnni_ternary_linear;
         break;
 #endif
 #ifdef LK_HAVE_ISA_AVX512
     case LK_CPU_ISA_AVX512_VNNI:
         LK_CPU_FILL(k, lk_cpu_avx512_);
+        LK_CPU_FILL_WEIGHTS(k, lk_cpu_avx512_);
+        break;
+#endif
+#ifdef LK_HAVE_ISA_NEON
+    case LK_CPU_ISA_NEON:
+        LK_CPU_FILL(k, lk_cpu_neon_);
+        LK_CPU_FILL_WEIGHTS(k, lk_cpu_neon_);
+        break;
+#endif
+#ifdef LK_HAVE_ISA_NEON_DOTPROD
+    case LK_CPU_ISA_NEON_DOTPROD:
+        LK_CPU_FILL(k, lk_cpu_neon_);
+        LK_CPU_FILL_WEIGHTS(k, lk_cpu_neon_);
+        LK_CPU_FILL_VNNI(k, lk_cpu_neon_dotprod_);
+        k->ternary_linear = lk_cpu_neon_dotprod_ternary_linear;
         break;
 #endif
     default:

@@ -19,8 +19,10 @@
 #include <stdlib.h>
 
 #include "backends/cpu/kernels/elem.h"
+#include "backends/cpu/kernels/prepared.h"
 #include "backends/cpu/threads.h"
 #include "backends/ref/ref.h"
+#include "core/error.h"
 
 #define GEMM_NV (GEMM_NR / VW)                /* vectors per tile row */
 #define GEMM_KC (2 * LK_KB)                   /* B micro-panel: KC x NR in L1 */
@@ -52,6 +54,7 @@ typedef struct gemm_job {
     float *ap;         /* per-thread A blocks (MC x KC), or GEMV: A (m x K) */
     float *ws;         /* totals when C cannot hold them (m x nc), else NULL */
     float *bbuf;       /* GEMV: per-thread K x NR B panels */
+    const lk_cpu_weights *prep; /* B prepared (prepared.h), else NULL */
 } gemm_job;
 
 /* ---- the micro-kernel ---- */
@@ -314,6 +317,14 @@ static void gemm_grid(int64_t mrows, int64_t npan, int64_t m, int64_t n, int nt,
     }
 }
 
+/* The packed B of column panel q (first column n0) for the k-panel at pc. */
+static const float *b_panel(const gemm_job *j, int64_t n0, int64_t q, int64_t pc)
+{
+    if (j->prep && j->prep->dtype == LK_F32)
+        return (const float *)j->prep->data + (n0 / GEMM_NR * j->k + pc) * GEMM_NR;
+    return j->bp + q * GEMM_KC * GEMM_NR;
+}
+
 static void gemm_body(void *p, int tid, int nt)
 {
     const gemm_job *j = (const gemm_job *)p;
@@ -348,7 +359,12 @@ static void gemm_body(void *p, int tid, int nt)
             for (int64_t q = b0; q < b1; q++) {
                 int64_t n0 = jc + q * GEMM_NR;
                 int nr = (int)(j->n - n0 < GEMM_NR ? j->n - n0 : GEMM_NR);
-                pack_b(j, n0, nr, pc, kc, j->bp + q * GEMM_KC * GEMM_NR);
+                if (!j->prep)
+                    pack_b(j, n0, nr, pc, kc, j->bp + q * GEMM_KC * GEMM_NR);
+                else if (j->prep->dtype != LK_F32) /* f32 is read in place (b_panel) */
+                    widen_span(j->prep->data, j->prep->dtype,
+                               (n0 / GEMM_NR * j->k + pc) * GEMM_NR, kc * GEMM_NR,
+                               j->bp + q * GEMM_KC * GEMM_NR);
             }
             if (shared)
                 lk_cpu_barrier();
@@ -363,8 +379,8 @@ static void gemm_body(void *p, int tid, int nt)
                     const int nr = (int)(j->n - n0 < GEMM_NR ? j->n - n0 : GEMM_NR);
                     for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
                         const int mr = (int)(mc - ir < GEMM_MR ? mc - ir : GEMM_MR);
-                        tile(j, ap + ir * kc, j->bp + q * GEMM_KC * GEMM_NR, ic + ir, n0, mr, nr,
-                             kc, first, last, jc);
+                        tile(j, ap + ir * kc, b_panel(j, n0, q, pc), ic + ir, n0, mr, nr, kc,
+                             first, last, jc);
                     }
                 }
             }
@@ -501,10 +517,96 @@ static void gemv_t_body(void *p, int tid, int nt)
     }
 }
 
-LK_CPU_DEFINE(gemm, lk_gemm_args)
+/* ---- prepared weights (prepared.h) ---- */
+
+/* ukernel over a whole-K prepared panel of dtype bdt (NR wide), widening
+ * each B vector as it is loaded: the first block stored, later ones added,
+ * exactly as ukernel does it. */
+LK_INLINE void ukernel_w(const int mr, const lk_dtype bdt, int64_t K, const float *ap,
+                         const void *bp, float *t)
 {
-    lk_cpu_queue *q = (lk_cpu_queue *)queue;
-    const lk_gemm_args *g = args;
+    for (int64_t k0 = 0; k0 < K; k0 += LK_KB) {
+        const int64_t kb = K - k0 < LK_KB ? K - k0 : LK_KB;
+        const float *a = ap + k0 * mr;
+        int64_t bi = k0 * GEMM_NR;
+        vf acc[GEMM_MR][GEMM_NV];
+LK_UNROLL(16)
+        for (int i = 0; i < mr; i++)
+LK_UNROLL(4)
+            for (int v = 0; v < GEMM_NV; v++)
+                acc[i][v] = vf_zero();
+        for (int64_t k = 0; k < kb; k++, a += mr, bi += GEMM_NR) {
+            vf bv[GEMM_NV];
+LK_UNROLL(4)
+            for (int v = 0; v < GEMM_NV; v++)
+                bv[v] = ld_dt(bp, bdt, bi + v * VW);
+LK_UNROLL(16)
+            for (int i = 0; i < mr; i++) {
+                vf ai = vf_bcast(a + i);
+LK_UNROLL(4)
+                for (int v = 0; v < GEMM_NV; v++)
+                    acc[i][v] = vf_fma(ai, bv[v], acc[i][v]);
+            }
+        }
+LK_UNROLL(16)
+        for (int i = 0; i < mr; i++)
+LK_UNROLL(4)
+            for (int v = 0; v < GEMM_NV; v++) {
+                float *ti = t + i * GEMM_NR + v * VW;
+                vf_store(ti, k0 == 0 ? acc[i][v] : vf_add(vf_load(ti), acc[i][v]));
+            }
+    }
+}
+
+static void ukernel_w_mr(int mr, lk_dtype bdt, int64_t K, const float *ap, const void *bp,
+                         float *t)
+{
+    if (bdt == LK_F32) {
+        ukernel_mr(mr, K, ap, (const float *)bp, GEMM_NR, t, GEMM_NR, 1);
+        return;
+    }
+    if (LK_SIMDE_GENERIC) {
+        ukernel_w(mr, bdt, K, ap, bp, t);
+        return;
+    }
+#define UW_CASE(r)                                                                   \
+    case r:                                                                          \
+        if (bdt == LK_BF16)                                                          \
+            ukernel_w(r, LK_BF16, K, ap, bp, t);                                     \
+        else                                                                         \
+            ukernel_w(r, LK_F16, K, ap, bp, t);                                      \
+        break;
+    switch (mr) {
+        GEMM_MR_LIST(UW_CASE)
+    default:
+        break;
+    }
+#undef UW_CASE
+}
+
+/* GEMV on prepared weights: each thread takes whole panels and streams
+ * them from end to end, nothing packed or transposed. */
+static void gemv_p_body(void *p, int tid, int nt)
+{
+    const gemm_job *j = (const gemm_job *)p;
+    const lk_cpu_weights *w = j->prep;
+    const int mr = (int)j->m;
+    const int64_t npan = (j->n + GEMM_NR - 1) / GEMM_NR, es = dt_size(w->dtype);
+    int64_t q0, q1;
+    lk_cpu_part(npan, tid, nt, &q0, &q1);
+    for (int64_t q = q0; q < q1; q++) {
+        const int64_t n0 = q * GEMM_NR;
+        const int nr = (int)(j->n - n0 < GEMM_NR ? j->n - n0 : GEMM_NR);
+        float t[GEMM_MR * GEMM_NR];
+        ukernel_w_mr(mr, w->dtype, j->k, j->ap,
+                     (const char *)w->data + q * j->k * GEMM_NR * es, t);
+        epilogue(j, t, GEMM_NR, 0, n0, mr, nr);
+    }
+}
+
+/* lk_gemm, or with prep the same product on prepared B (N x K). */
+static lk_status gemm_run(lk_cpu_queue *q, const lk_gemm_args *g, const lk_cpu_weights *prep)
+{
     if (g->m == 0 || g->n == 0)
         return LK_OK;
     if (g->k == 0) /* +0 (+ bias) (+ C): nothing to multiply */
@@ -516,12 +618,16 @@ LK_CPU_DEFINE(gemm, lk_gemm_args)
     j.m = g->m;
     j.n = g->n;
     j.k = g->k;
+    j.prep = prep;
     const double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k;
     const int gemv = g->m <= GEMM_MR;
     const int64_t npan = (g->n + GEMM_NR - 1) / GEMM_NR;
     int nt;
     size_t floats, ws = 0;
-    if (gemv) {
+    if (gemv && prep) {
+        nt = lk_cpu_threads_for(q, flops, npan);
+        floats = (size_t)(g->m * g->k);
+    } else if (gemv) {
         nt = lk_cpu_threads_for(q, flops, g->tb == LK_TRANS ? g->n / 8 + 1 : npan);
         floats = (size_t)(g->m * g->k) + (size_t)nt * (size_t)g->k * GEMM_NR;
     } else {
@@ -537,21 +643,22 @@ LK_CPU_DEFINE(gemm, lk_gemm_args)
         ws = c_holds ? 0 : (size_t)g->m * (size_t)j.nc;
         floats = (size_t)GEMM_KC * (size_t)j.nc + (size_t)nt * GEMM_MC * GEMM_KC + ws;
     }
-    float *mem = (float *)lk_cpu_scratch(q, floats * sizeof(float), "lk_gemm");
+    float *mem = (float *)lk_cpu_scratch(q, floats * sizeof(float), prep ? "lk_linear" : "lk_gemm");
     if (mem == NULL)
         return LK_ERR_OUT_OF_MEMORY;
 
     for (int64_t b = 0; b < g->batch; b++) {
         j.a = (const char *)g->a.data + b * g->a.batch_stride * dt_size(g->a.dtype);
-        j.b = (const char *)g->b.data + b * g->b.batch_stride * dt_size(g->b.dtype);
+        j.b = prep ? NULL
+                   : (const char *)g->b.data + b * g->b.batch_stride * dt_size(g->b.dtype);
         j.c = (char *)g->c.data + b * g->c.batch_stride * dt_size(g->c.dtype);
         j.bias = g->bias.data == NULL ? NULL
                  : (const char *)g->bias.data + b * g->bias.batch_stride * dt_size(g->bias.dtype);
         if (gemv) {
             j.ap = mem;
-            j.bbuf = mem + g->m * g->k;
+            j.bbuf = prep ? NULL : mem + g->m * g->k;
             pack_a(&j, 0, (int)g->m, 0, g->k, j.ap);
-            lk_cpu_team(nt, g->tb == LK_TRANS ? gemv_t_body : gemv_body, &j);
+            lk_cpu_team(nt, prep ? gemv_p_body : g->tb == LK_TRANS ? gemv_t_body : gemv_body, &j);
         } else {
             j.bp = mem;
             j.ap = mem + GEMM_KC * j.nc;
@@ -560,4 +667,93 @@ LK_CPU_DEFINE(gemm, lk_gemm_args)
         }
     }
     return LK_OK;
+}
+
+LK_CPU_DEFINE(gemm, lk_gemm_args) { return gemm_run((lk_cpu_queue *)queue, args, NULL); }
+
+typedef struct wp_job {
+    const lk_tensor *w;
+    lk_cpu_weights *p;
+} wp_job;
+
+static void wp_rows(void *v, int64_t r0, int64_t r1, int tid)
+{
+    const wp_job *j = (const wp_job *)v;
+    (void)tid;
+    if (j->p->dtype == LK_T2)
+        lk_cpu_weights_t2_rows(j->w, j->p, r0, r1);
+    else
+        lk_cpu_weights_panels(j->w, j->p, r0, r1);
+}
+
+/* The weights slots of every x86 variant: the float layout follows this
+ * variant's GEMM_NR; the ternary layout is the same for all of them (rows
+ * of whole 64-byte vectors suit 256- and 512-bit kernels alike). */
+lk_status LK_CPU_KERNEL(weights_prepare)(void *queue, const lk_weights_args *args,
+                                         void **prepared);
+lk_status LK_CPU_KERNEL(weights_prepare)(void *queue, const lk_weights_args *args,
+                                         void **prepared)
+{
+    lk_cpu_queue *q = (lk_cpu_queue *)queue;
+    const lk_tensor *w = &args->w;
+    lk_cpu_weights *p = (lk_cpu_weights *)calloc(1, sizeof *p);
+    if (p == NULL)
+        return lk_error(LK_ERR_OUT_OF_MEMORY, "lk_weights_prepare: out of host memory");
+    p->dtype = w->dtype;
+    p->n = w->rows;
+    p->k = w->cols;
+    p->nr = GEMM_NR;
+    int64_t items;
+    size_t bytes;
+    if (w->dtype == LK_T2) {
+        p->ldw = ((w->cols + 3) / 4 + 63) / 64 * 64;
+        bytes = (size_t)w->rows * (size_t)p->ldw;
+        items = w->rows;
+        p->scale_cols = args->w_scale.cols;
+        p->scale = (float *)malloc((size_t)p->scale_cols * sizeof(float));
+        if (p->scale != NULL)
+            for (int64_t i = 0; i < p->scale_cols; i++)
+                p->scale[i] = ((const float *)args->w_scale.data)[i];
+    } else {
+        items = (w->rows + GEMM_NR - 1) / GEMM_NR;
+        bytes = (size_t)items * GEMM_NR * (size_t)w->cols * (size_t)dt_size(w->dtype);
+    }
+    p->data = lk_cpu_weights_alloc(bytes);
+    if (p->data == NULL || (w->dtype == LK_T2 && p->scale == NULL)) {
+        lk_cpu_weights_free(p);
+        return lk_error(LK_ERR_OUT_OF_MEMORY,
+                        "lk_weights_prepare: %zu bytes of host memory not available", bytes);
+    }
+    wp_job j = {w, p};
+    lk_cpu_for(lk_cpu_threads_for(q, (double)bytes, items), items, wp_rows, &j);
+    *prepared = p;
+    return LK_OK;
+}
+
+void LK_CPU_KERNEL(weights_destroy)(void *dev, void *prepared);
+void LK_CPU_KERNEL(weights_destroy)(void *dev, void *prepared)
+{
+    (void)dev;
+    lk_cpu_weights_free((lk_cpu_weights *)prepared);
+}
+
+LK_CPU_DEFINE(linear, lk_linear_args)
+{
+    const lk_cpu_weights *w = (const lk_cpu_weights *)args->prepared;
+    if (w->dtype == LK_T2 || w->nr != GEMM_NR)
+        return lk_error(LK_ERR_INTERNAL, "lk_linear: weights prepared for another kernel");
+    lk_gemm_args g;
+    memset(&g, 0, sizeof g);
+    g.ta = LK_NO_TRANS;
+    g.tb = LK_TRANS;
+    g.m = args->m;
+    g.n = args->n;
+    g.k = args->k;
+    g.batch = 1;
+    g.flags = args->flags;
+    g.a = args->x;
+    g.b = lk_mat(NULL, w->dtype, w->n, w->k);
+    g.c = args->y;
+    g.bias = args->bias;
+    return gemm_run((lk_cpu_queue *)queue, &g, w);
 }

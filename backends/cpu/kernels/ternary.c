@@ -14,6 +14,7 @@
  * exact because the true acc lies in the int32 range (the core enforces
  * K <= LK_TERNARY_MAX_K), even where sum x_k * code_k alone would not. */
 #include "backends/cpu/kernels/elem.h"
+#include "backends/cpu/kernels/prepared.h"
 #include "backends/cpu/kernels/qgemm.h"
 #include "backends/cpu/kernels/t2.h"
 #include "backends/cpu/isa.h"
@@ -302,17 +303,17 @@ static void tq_prepare_rows(void *p, int64_t m0, int64_t m1, int tid)
     }
 }
 
-LK_CPU_DEFINE(ternary_gemm, lk_qgemm_args)
+/* padded: every row of q->w is readable to a whole number of groups
+ * (prepared weights), so no group needs its tail copied. */
+static lk_status tq_run(lk_cpu_queue *cq, const lk_qgemm_args *q, int padded)
 {
-    lk_cpu_queue *cq = (lk_cpu_queue *)queue;
-    const lk_qgemm_args *q = args;
     if (q->m == 0 || q->n == 0)
         return LK_OK;
     tq_ctx c;
     c.groups = (q->k + TQ_G - 1) / TQ_G;
     c.kp = c.groups * TQ_G;
     c.rowbytes = (q->k + 3) / 4;
-    c.full = c.rowbytes / TQ_VB;
+    c.full = padded ? c.groups : c.rowbytes / TQ_VB;
     char *mem = (char *)lk_cpu_scratch(cq, (size_t)q->m * (size_t)c.kp + (size_t)q->m * 4 + 64,
                                        "lk_ternary_gemm");
     if (mem == NULL)
@@ -324,4 +325,27 @@ LK_CPU_DEFINE(ternary_gemm, lk_qgemm_args)
                tq_prepare_rows, &j);
     qg_run(cq, &j);
     return LK_OK;
+}
+
+LK_CPU_DEFINE(ternary_gemm, lk_qgemm_args) { return tq_run((lk_cpu_queue *)queue, args, 0); }
+
+/* On prepared weights (prepared.h): the canonical rows padded to whole
+ * 64-byte vectors, so the same kernels run without tail copies. */
+LK_CPU_DEFINE(ternary_linear, lk_linear_args)
+{
+    const lk_cpu_weights *w = (const lk_cpu_weights *)args->prepared;
+    if (w->dtype != LK_T2 || w->ldw % TQ_VB != 0)
+        return lk_error(LK_ERR_INTERNAL,
+                        "lk_ternary_linear: weights prepared for another kernel");
+    lk_qgemm_args q;
+    memset(&q, 0, sizeof q);
+    q.m = args->m;
+    q.n = args->n;
+    q.k = args->k;
+    q.x = args->x;
+    q.x_scale = args->x_scale;
+    q.y = args->y;
+    q.w = lk_mat_ld(w->data, LK_T2, w->n, w->k, w->ldw * 4);
+    q.w_scale = lk_mat(w->scale, LK_F32, 1, w->scale_cols);
+    return tq_run((lk_cpu_queue *)queue, &q, 1);
 }

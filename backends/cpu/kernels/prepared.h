@@ -1,0 +1,89 @@
+/* Lockstep CPU kernels: prepared weights (include/lockstep/weights.h), the
+ * layouts the CPU kernels read without repacking.
+ *
+ * Float weights (N x K, f32/bf16/f16): panels of `nr` rows (the variant's
+ * GEMM_NR), each panel k-major, element (k, r) of panel p at
+ * (p * K + k) * nr + r, in the weights' own dtype (bits copied, widened
+ * when used exactly as the unprepared path widens them), rows past N zero.
+ * That is the B panel of the GEMM micro-kernel for the whole of K: an f32
+ * GEMM reads it in place, a bf16/f16 GEMV streams half the bytes.
+ *
+ * Ternary weights (LK_T2): the canonical packed rows, each padded with
+ * zero bytes to `ldw` bytes (a multiple of 64), 64-byte aligned, so that
+ * every row is whole vectors (x is zero past K, so the padding codes add
+ * nothing) and the kernels need no tail copies.  The scale is copied. */
+#ifndef LK_CPU_KERNELS_PREPARED_H
+#define LK_CPU_KERNELS_PREPARED_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lockstep/driver.h>
+
+#include "backends/ref/t2.h"
+
+typedef struct lk_cpu_weights {
+    lk_dtype dtype;
+    int64_t n, k;
+    int nr;             /* float: rows per panel */
+    int64_t ldw;        /* LK_T2: bytes per row */
+    void *data;         /* 64-byte aligned */
+    float *scale;       /* LK_T2: w_scale, scale_cols values */
+    int64_t scale_cols;
+} lk_cpu_weights;
+
+static inline void lk_cpu_weights_free(lk_cpu_weights *w)
+{
+    if (!w)
+        return;
+    free(w->data);
+    free(w->scale);
+    free(w);
+}
+
+/* 64-byte aligned, n rounded up to a multiple of 64 (aligned_alloc). */
+static inline void *lk_cpu_weights_alloc(size_t bytes)
+{
+    return aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+
+/* Rows [r0, r1) of the canonical packed w into the padded layout. */
+static inline void lk_cpu_weights_t2_rows(const lk_tensor *w, lk_cpu_weights *p, int64_t r0,
+                                          int64_t r1)
+{
+    const int64_t rowbytes = (w->cols + 3) / 4;
+    for (int64_t r = r0; r < r1; r++) {
+        uint8_t *d = (uint8_t *)p->data + r * p->ldw;
+        memcpy(d, lk_t2_row(w, r), (size_t)rowbytes);
+        memset(d + rowbytes, 0, (size_t)(p->ldw - rowbytes));
+    }
+}
+
+/* Panels [p0, p1) of the float w (element size es) into the panel layout. */
+static inline void lk_cpu_weights_panels(const lk_tensor *w, lk_cpu_weights *p, int64_t p0,
+                                         int64_t p1)
+{
+    const int nr = p->nr;
+    const int64_t K = w->cols, es = w->dtype == LK_F32 ? 4 : 2;
+    for (int64_t q = p0; q < p1; q++) {
+        char *d = (char *)p->data + q * K * nr * es;
+        for (int r = 0; r < nr; r++) {
+            const int64_t n = q * nr + r;
+            if (n >= w->rows) {
+                for (int64_t k = 0; k < K; k++)
+                    memset(d + (k * nr + r) * es, 0, (size_t)es);
+                continue;
+            }
+            const char *s = (const char *)w->data + n * w->ld * es;
+            if (es == 4)
+                for (int64_t k = 0; k < K; k++)
+                    ((uint32_t *)(void *)d)[k * nr + r] = ((const uint32_t *)(const void *)s)[k];
+            else
+                for (int64_t k = 0; k < K; k++)
+                    ((uint16_t *)(void *)d)[k * nr + r] = ((const uint16_t *)(const void *)s)[k];
+        }
+    }
+}
+
+#endif
