@@ -15,6 +15,11 @@
 #   racecheck   compute-sanitizer --tool racecheck on tests/test_cuda
 #   bench       backends/cuda/lockstep-cuda-bench, then PyTorch's figures
 #               for the same work when python3 has torch
+#   tcbench     backends/cuda/lockstep-tc-bench (tensor-core tier vs cuBLAS)
+#   cpubench    lockstep bench on the host's CPU devices (OpenBLAS, stream peers)
+#   demo        lockstep demo (BitNet b1.58 shapes) on cuda:0, the CPU and ref:
+#               identical logits hashes, tokens/s (DEMO_ARGS)
+#   profile     Nsight Compute on a few kernels of lockstep-cuda-bench (ncu)
 #
 # Environment:
 #   OUT         logs go there (default /tmp/out)
@@ -35,7 +40,7 @@ OUT=${OUT:-/tmp/out}
 BUILD_ROOT=${BUILD_ROOT:-/tmp/lockstep-gpu-check}
 JOBS=${JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 4)}
 TIMEOUT=${TIMEOUT:-270}
-STAGES=${*:-build check lockcheck memcheck racecheck bench}
+STAGES=${*:-build check lockcheck memcheck racecheck bench tcbench cpubench}
 mkdir -p "$OUT" "$BUILD_ROOT" || exit 1
 SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
@@ -121,9 +126,17 @@ stage_check() {
   t0=$(now)
   ( cd "$B" && make -j"$JOBS" check ) > "$OUT/check.log" 2>&1
   st=$?
-  for f in "$B"/tests/*.log; do
-    test -f "$f" && cp "$f" "$OUT/check-$(basename "$f")"
+  # the logs of failed tests, and every failed line, in one file
+  : > "$OUT/check-failures.txt"
+  for t in "$B"/tests/*.trs; do
+    test -f "$t" || continue
+    if grep -q '^:test-result: \(FAIL\|ERROR\|XPASS\)' "$t"; then
+      l=${t%.trs}.log
+      { echo "==== $(basename "$l")"; grep -E '^(not ok|Bail out|#)' "$l" | grep -v '^# \(seed\|SKIP\)' | head -60
+        tail -15 "$l"; } >> "$OUT/check-failures.txt"
+    fi
   done
+  cp "$B/tests/test_contract.log" "$B/tests/test_cuda.log" "$B/tests/test_tc.log" "$OUT/" 2>/dev/null
   res=$(grep -E "^# (TOTAL|PASS|SKIP|FAIL|ERROR):" "$OUT/check.log" | tr -s ' ' | tr '\n' ' ')
   cuda_lines=$(grep -c "on cuda:0" "$B/tests/test_contract.log" 2>/dev/null)
   cuda_bad=$(grep -E "^not ok" "$B/tests/test_contract.log" 2>/dev/null | grep -c "cuda:0")
@@ -216,7 +229,7 @@ PY
     ours=$(sed -n 's/^sum f32 1x268435456 *\([0-9.]*\) us.*/\1/p' "$OUT/bench.log")
     theirs=$(sed -n 's/^torch sum f32 1x268435456 \([0-9.]*\) us/\1/p' "$OUT/bench-torch.log")
     if test -n "$ours" && test -n "$theirs"; then
-      awk -v a="$ours" -v b="$theirs" 'BEGIN { r = b / a; printf "target  %-58s %6.2f (goal >= 0.95)  %s\n", "sum f32 2^28 vs torch.sum", r, r >= 0.95 ? "MET" : "MISSED" }' \
+      awk -v a="$ours" -v b="$theirs" 'BEGIN { r = b / a; printf "target  %-58s %6.2f (goal >= 0.95)  %s\n", "sum f32 2^28 vs torch.sum", r, (r >= 0.95 ? "MET" : "MISSED") }' \
           | tee -a "$OUT/bench.log"
     fi
   else
@@ -231,6 +244,78 @@ PY
   fi
 }
 
+stage_tcbench() {
+  t0=$(now)
+  if ! test -x "$B/backends/cuda/lockstep-tc-bench"; then
+    record tcbench SKIP 0 "lockstep-tc-bench not built (no cuBLAS?)"
+    return
+  fi
+  # shellcheck disable=SC2086 # BENCH_ARGS is a list of words
+  ( cd "$B" && timeout "$TIMEOUT" ./backends/cuda/lockstep-tc-bench $BENCH_ARGS ) > "$OUT/tcbench.log" 2>&1
+  st=$?
+  cat "$OUT/tcbench.log"
+  if test $st -eq 0; then
+    record tcbench ok $(($(now) - t0)) "targets met $(grep -c ' MET$' "$OUT/tcbench.log"), missed $(grep -c MISSED "$OUT/tcbench.log")"
+  else
+    record tcbench FAIL $(($(now) - t0)) "exit $st (tcbench.log)"
+  fi
+}
+
+stage_cpubench() {
+  t0=$(now)
+  # shellcheck disable=SC2086 # CPUBENCH_ARGS is a list of words
+  # JSON (cpu.json: `scripts/bench-report.sh -j` plots it elsewhere), shown as a table
+  ( cd "$B" && timeout "$TIMEOUT" ./tools/lockstep bench --device cpu --json $CPUBENCH_ARGS ) \
+      > "$OUT/cpu.json" 2> "$OUT/cpubench.log"
+  st=$?
+  sed -n 's/.*"name": "\([^"]*\)", "lockstep_ms": \([0-9.]*\), "peer": "\([^"]*\)", "peer_ms": \([0-9.]*\), "ratio": \([0-9.]*\).*/\1 \2 ms | \3 \4 ms | ratio \5/p' \
+      "$OUT/cpu.json" | tee -a "$OUT/cpubench.log"
+  if test $st -eq 0; then
+    record cpubench ok $(($(now) - t0)) "$(nproc) CPUs (cpubench.log)"
+  else
+    record cpubench FAIL $(($(now) - t0)) "exit $st (cpubench.log)"
+  fi
+}
+
+stage_demo() {
+  t0=$(now)
+  # shellcheck disable=SC2086 # DEMO_ARGS is a list of words
+  ( cd "$B" && LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" timeout "$TIMEOUT" ./tools/lockstep demo \
+      ${DEMO_ARGS:---device cuda:0 --device cpu --device ref} ) > "$OUT/demo.log" 2>&1
+  st=$?
+  tail -40 "$OUT/demo.log"
+  if test $st -eq 0; then
+    record demo ok $(($(now) - t0)) "$(grep -ci 'identical' "$OUT/demo.log") identical lines (demo.log)"
+  else
+    record demo FAIL $(($(now) - t0)) "exit $st (demo.log)"
+  fi
+}
+
+stage_profile() {
+  t0=$(now)
+  NCU=$CUDA_HOME/bin/ncu
+  test -x "$NCU" || NCU=$(command -v ncu 2>/dev/null)
+  if test -z "$NCU"; then
+    record profile SKIP 0 "ncu not found"
+    return
+  fi
+  : > "$OUT/profile.log"
+  # KERNEL-REGEX:BENCH-CASE, one per line
+  specs=${PROFILE_SPECS:-"gemv_stream:gemv bf16 6912x2560
+t2_gemv:ternary gemv 6912x2560
+softmax_reg:softmax f32 4096x4096
+gemm_kernel:gemm f32 2048x3072x768"}
+  printf '%s\n' "$specs" | while IFS= read -r spec; do
+    k=${spec%%:*}; case_name=${spec#*:}
+    ( cd "$B" && timeout 120 "$NCU" -k "regex:$k" --launch-skip 2 --launch-count 1 \
+        --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+        --section MemoryWorkloadAnalysis ./backends/cuda/lockstep-cuda-bench --no-graph --only "$case_name" ) \
+        >> "$OUT/profile.log" 2>&1
+  done
+  grep -E "^  [a-z_].*\(|Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Stall|Warp Cycles Per Issued|Memory Throughput|L2 Hit|Dynamic Shared" "$OUT/profile.log" | head -120
+  record profile ok $(($(now) - t0)) "profile.log"
+}
+
 for s in $STAGES; do
   case $s in
     build) stage_build ;;
@@ -239,6 +324,10 @@ for s in $STAGES; do
     memcheck) sanitize memcheck ;;
     racecheck) sanitize racecheck ;;
     bench) stage_bench ;;
+    tcbench) stage_tcbench ;;
+    cpubench) stage_cpubench ;;
+    demo) stage_demo ;;
+    profile) stage_profile ;;
     *) note "unknown stage $s"; record "$s" FAIL 0 "unknown stage" ;;
   esac
   if test "$s" = build && grep -q "^build *FAIL" "$SUMMARY"; then
@@ -246,9 +335,20 @@ for s in $STAGES; do
   fi
 done
 
+# Every log in one archive, so that a harness that fetches only a few files
+# gets them all (GPU_CHECK_PACK=0 keeps them loose).
+if test "${GPU_CHECK_PACK:-1}" = 1; then
+  ( cd "$OUT" || exit
+    mkdir -p logs && cp "$B"/tests/*.log logs/ 2>/dev/null
+    for f in *; do
+      case $f in logs|logs.tar.gz|summary.txt|bench.log|check-failures.txt|all.txt) ;; *) mv "$f" logs/ ;; esac
+    done
+    tar czf logs.tar.gz logs && rm -rf logs )
+fi
+
 echo
 echo "== gpu-check summary ($NAME on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1); logs in $OUT)"
 printf '%-10s %-7s %7s  %s\n' stage status time detail
 cat "$SUMMARY"
-grep "^target" "$OUT/bench.log" 2>/dev/null
+grep -h "^target" "$OUT/bench.log" "$OUT/tcbench.log" 2>/dev/null
 exit $FAILED

@@ -202,6 +202,13 @@ static void test_gemm(void)
         {0, 1, LK_F32, LK_BF16, LK_F32, LK_F32, 1, 1000, 2600, 1, 0, 0, 0, 0, 0},
         {0, 1, LK_BF16, LK_BF16, LK_BF16, LK_BF16, 3, 333, 1000, 2, 1, 1, 1, 1, 1},
         {0, 1, LK_F16, LK_F32, LK_F32, LK_F32, 2, 300, 512, 1, 0, 1, 0, 0, 1},
+        /* the streaming GEMV (K a multiple of 128, rows contiguous):
+         * one to eight rows of x, x contiguous or strided, batches */
+        {0, 1, LK_BF16, LK_BF16, LK_F32, LK_F32, 1, 1000, 2560, 1, 0, 0, 0, 0, 1},
+        {0, 1, LK_F32, LK_F32, LK_F32, LK_F32, 2, 333, 1024, 2, 0, 1, 1, 0, 1},
+        {0, 1, LK_F16, LK_F16, LK_BF16, LK_F32, 3, 700, 6912, 1, 0, 1, 0, 1, 0},
+        {1, 1, LK_F32, LK_BF16, LK_F32, LK_BF16, 5, 129, 384, 3, 0, 0, 1, 0, 1},
+        {0, 1, LK_BF16, LK_F32, LK_F16, LK_F32, 8, 95, 128, 1, 0, 1, 0, 0, 0},
         /* GEMV, weights K x N (LC) */
         {1, 0, LK_F32, LK_F16, LK_F16, LK_F32, 3, 517, 300, 1, 0, 1, 1, 0, 1},
         {0, 0, LK_BF16, LK_BF16, LK_F32, LK_BF16, 8, 64, 1030, 3, 3, 0, 0, 1, 0},
@@ -345,6 +352,14 @@ static void test_rows(void)
         rows_check(which, LK_BF16, LK_F32, LK_F16, 3, 20000, 3, 1, 1); /* not cached */
         rows_check(which, LK_F16, LK_F16, LK_F32, 64, 4096, 0, 0, 0);  /* one chunk */
         rows_check(which, LK_F32, LK_F32, LK_F32, 5, 1, 0, 1, 0);      /* n = 1 */
+        /* rows in registers: 1024 (16 terms a lane), 8 full chunks, 8
+         * chunks with a short last one; one past that goes to the rows of
+         * rows.cuh */
+        rows_check(which, LK_F32, LK_F32, LK_BF16, 7, 1024, 0, 1, 1);
+        rows_check(which, LK_F32, LK_F32, LK_F32, 3, 32768, 0, 1, 1);
+        rows_check(which, LK_BF16, LK_BF16, LK_F32, 2, 32768 - 77, 5, 1, 1);
+        rows_check(which, LK_F32, LK_F16, LK_F32, 2, 32769, 0, 1, 0);
+        rows_check(which, LK_F32, LK_F32, LK_F32, 300, 2560, 0, 1, 1);
     }
 }
 

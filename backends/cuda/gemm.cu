@@ -10,6 +10,12 @@
  * padded with a = +0 and b = -0: fma(+0, -0, acc) = acc + (-0) = acc for
  * every acc (a +0 pair would turn an acc of -0 into +0).
  *
+ * The block totals live in shared memory (tot below), not in registers:
+ * with only the 64 accumulators in registers a thread needs at most 128
+ * of them, so two blocks share an SM and hide each other's latency.  A
+ * total is touched once per 128 k, so its shared-memory traffic is
+ * negligible.
+ *
  * Calls with min(M, N) <= 8 go to the GEMV kernels (gemv.cu). */
 #include "backends/cuda/gemm.cuh"
 
@@ -20,6 +26,7 @@ namespace {
 #define BK 8
 #define SLICES_PER_BLOCK (LK_KB / BK)
 #define GROUP_M 8
+#define GEMM_TOT_SMEM (64 * 256 * sizeof(float)) /* dynamic: the totals */
 
 struct gemm_kargs {
     const void *a; /* op(A)[m, k]: ta ? a[k * lda + m] : a[m * lda + k] */
@@ -129,12 +136,14 @@ __device__ __forceinline__ void store_slice(const gemm_kargs &g, float (*As)[BM]
 __device__ __forceinline__ int own(int q, int i) { return (i < 4 ? 0 : 64) + q * 4 + (i & 3); }
 
 template <lk_dtype DA, lk_dtype DB>
-__global__ void __launch_bounds__(256, 1) gemm_kernel(gemm_kargs g)
+__global__ void __launch_bounds__(256, 2) gemm_kernel(gemm_kargs g)
 {
     typedef typename lk_elem<DA>::T TA;
     typedef typename lk_elem<DB>::T TB;
     __shared__ __align__(16) float As[2][BK][BM];
     __shared__ __align__(16) float Bs[2][BK][BN];
+    /* tot(i, j) of thread t at tot_s[(8 i + j) * 256 + t]: conflict-free */
+    extern __shared__ float tot_s[];
     const int tid = threadIdx.x, ty = tid >> 4, tx = tid & 15;
 
     /* tiles in groups of GROUP_M tile rows, so that neighbouring blocks
@@ -151,23 +160,39 @@ __global__ void __launch_bounds__(256, 1) gemm_kernel(gemm_kargs g)
     for (int64_t b = blockIdx.y; b < g.batch; b += gridDim.y) {
         const TA *A = (const TA *)g.a + b * g.a_bs;
         const TB *B = (const TB *)g.b + b * g.b_bs;
-        float acc[8][8], tot[8][8];
+        float acc[8][8];
 #pragma unroll
-        for (int i = 0; i < 8; i++)
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                tot[i][j] = 0.0f; /* K == 0 gives +0 */
+        for (int i = 0; i < 64; i++)
+            tot_s[i * 256 + tid] = 0.0f; /* K == 0 gives +0 */
 
+        /* Interior tiles with aligned rows read whole slices through
+         * pointers that step by one slice: no index arithmetic or bounds
+         * checks per slice (they cost about a tenth of the FMA issue rate). */
+        const bool fast = g.avec && g.bvec && m0 + BM <= g.M && n0 + BN <= g.N;
+        const TA *pa = g.ta ? A + (int64_t)(tid >> 5) * g.lda + m0 + (tid & 31) * 4
+                            : A + (m0 + (tid >> 1)) * g.lda + (tid & 1) * 4;
+        const TB *pb = g.tb ? B + (n0 + (tid >> 1)) * g.ldb + (tid & 1) * 4
+                            : B + (int64_t)(tid >> 5) * g.ldb + n0 + (tid & 31) * 4;
         float ra[4], rb[4];
+        auto next_slice = [&](int64_t kt) { /* slice kt into ra, rb; kt ascends by 1 */
+            if (fast && (kt + 1) * BK <= g.K) {
+                load4<DA>(pa, 0, true, ra);
+                load4<DB>(pb, 0, true, rb);
+            } else {
+                load_slice<DA, DB>(g, A, B, m0, n0, kt * BK, ra, rb);
+            }
+            pa += g.ta ? BK * g.lda : BK;
+            pb += g.tb ? BK : BK * g.ldb;
+        };
         if (nkt > 0) {
-            load_slice<DA, DB>(g, A, B, m0, n0, 0, ra, rb);
+            next_slice(0);
             store_slice(g, As[0], Bs[0], ra, rb);
         }
         __syncthreads();
         for (int64_t kt = 0; kt < nkt; kt++) {
             const int cur = (int)(kt & 1);
             if (kt + 1 < nkt)
-                load_slice<DA, DB>(g, A, B, m0, n0, (kt + 1) * BK, ra, rb);
+                next_slice(kt + 1);
             if (kt % SLICES_PER_BLOCK == 0) {
 #pragma unroll
                 for (int i = 0; i < 8; i++)
@@ -197,8 +222,10 @@ __global__ void __launch_bounds__(256, 1) gemm_kernel(gemm_kargs g)
 #pragma unroll
                 for (int i = 0; i < 8; i++)
 #pragma unroll
-                    for (int j = 0; j < 8; j++)
-                        tot[i][j] = first ? acc[i][j] : __fadd_rn(tot[i][j], acc[i][j]);
+                    for (int j = 0; j < 8; j++) {
+                        float &t = tot_s[(8 * i + j) * 256 + tid];
+                        t = first ? acc[i][j] : __fadd_rn(t, acc[i][j]);
+                    }
             }
             if (kt + 1 < nkt)
                 store_slice(g, As[cur ^ 1], Bs[cur ^ 1], ra, rb);
@@ -214,7 +241,7 @@ __global__ void __launch_bounds__(256, 1) gemm_kernel(gemm_kargs g)
             for (int j = 0; j < 8; j++) {
                 const int64_t n = n0 + own(tx, j);
                 if (n < g.N)
-                    lk_gemm_store(g.e, b, m, n, tot[i][j]);
+                    lk_gemm_store(g.e, b, m, n, tot_s[(8 * i + j) * 256 + tid]);
             }
         }
         __syncthreads(); /* before the next batch entry reuses the tiles */
@@ -263,13 +290,37 @@ extern "C" lk_status lk_cuda_gemm(void *queue, const lk_gemm_args *a)
                        (long long)a->m, (long long)a->n);
     const dim3 grid((unsigned)tiles, lk_grid_cap(a->batch, 65535));
     LK_FLOAT_SWITCH(a->a.dtype, DA, LK_FLOAT_SWITCH(a->b.dtype, DB, {
-        gemm_kernel<DA, DB><<<grid, 256, 0, op.stream()>>>(g);
+        gemm_kernel<DA, DB><<<grid, 256, GEMM_TOT_SMEM, op.stream()>>>(g);
     }));
     return op.launched();
 }
 
+/* Kernels above the default 48 KiB of dynamic shared memory opt in here,
+ * at device open: the attribute cannot be set under graph capture. */
+template <lk_dtype DA, lk_dtype DB> static cudaError_t gemm_setup()
+{
+    return cudaFuncSetAttribute(gemm_kernel<DA, DB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)GEMM_TOT_SMEM);
+}
+
 extern "C" lk_status lk_cuda_setup_kernels(lk_cuda_device *dev)
 {
-    (void)dev; /* every kernel stays within the default 48 KiB of shared memory */
+    const cudaError_t es[] = {
+        gemm_setup<LK_F32, LK_F32>(),   gemm_setup<LK_F32, LK_BF16>(),
+        gemm_setup<LK_F32, LK_F16>(),   gemm_setup<LK_BF16, LK_F32>(),
+        gemm_setup<LK_BF16, LK_BF16>(), gemm_setup<LK_BF16, LK_F16>(),
+        gemm_setup<LK_F16, LK_F32>(),   gemm_setup<LK_F16, LK_BF16>(),
+        gemm_setup<LK_F16, LK_F16>(),   lk_cuda_gemv_setup(),
+    };
+    cudaError_t e = cudaSuccess;
+    for (cudaError_t x : es)
+        if (e == cudaSuccess)
+            e = x;
+    if (e != cudaSuccess) {
+        dev->host->set_error("cuda: cannot raise the kernels' shared memory limit: %s",
+                             cudaGetErrorString(e));
+        (void)cudaGetLastError();
+        return LK_ERR_DRIVER;
+    }
     return LK_OK;
 }

@@ -52,4 +52,7 @@ static __device__ __forceinline__ void lk_gemm_store(const lk_gemm_epi &e, int64
  * returns false to leave the call to the tiled GEMM. */
 bool lk_cuda_gemv(const lk_gemm_args *g, cudaStream_t stream, const lk_cuda_queue *q);
 
+/* At device open: the GEMV kernels' shared memory opt-in. */
+cudaError_t lk_cuda_gemv_setup();
+
 #endif

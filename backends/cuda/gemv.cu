@@ -18,12 +18,16 @@
  * X is widened once into shared memory (each 128-k block padded to 132
  * floats so that float4 reads of different blocks hit different banks),
  * or read from global memory when it does not fit. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "backends/cuda/gemm.cuh"
 
 namespace {
 
 #define XPAD 132
 #define GEMV_SMEM_MAX (48 * 1024)
+#define GEMV_STREAM_SMEM (160 * 1024) /* opted in at device open */
 
 struct gemv_args {
     const void *x; /* X(s, k) at x + b * x_bs + s * xs_s + k * xs_k */
@@ -37,6 +41,8 @@ struct gemv_args {
     int T;    /* KC: threads per output */
     int NB;   /* KC: outputs per block */
     int wvec; /* KC: every W row starts 16-byte aligned */
+    int xvec; /* X contiguous in k, every row 16-byte aligned: vector widening */
+    int sms;  /* the GPU's multiprocessors */
     lk_gemm_epi e;
 };
 
@@ -53,6 +59,61 @@ __device__ __forceinline__ void load_x(const gemv_args &a, int64_t b, float *xs,
                 v = lk_load_any(a.x, a.xdt, b * a.x_bs + s * a.xs_s + k * a.xs_k);
             xs[s * XS + (k >> 7) * XPAD + (k & 127)] = v;
         }
+}
+
+/* Element j (0..7) of eight 16-bit values in a uint4. */
+template <lk_dtype DW> __device__ __forceinline__ float unpack8(const uint4 &u, int j)
+{
+    uint32_t word = j < 2 ? u.x : j < 4 ? u.y : j < 6 ? u.z : u.w;
+    uint32_t h = (j & 1) ? word >> 16 : word & 0xffffu;
+    return lk_elem<DW>::load_bits(h);
+}
+
+/* load_x for the STREAM kernel when xvec (K a multiple of 128): 16-byte
+ * pieces, four loads in flight per thread before any store, so that the
+ * block's copy of x costs one memory latency, not one per element. */
+template <int ST>
+__device__ __forceinline__ void load_x_vec(const gemv_args &a, int64_t b, float *xs, int XS)
+{
+    const int es = a.xdt == LK_F32 ? 4 : 2, per = 16 / es;
+    const int pieces = (int)(a.K / per);
+    for (int s = 0; s < ST; s++) {
+        if (s >= a.S) { /* a padding row of the template's ST: never stored */
+            for (int k = threadIdx.x; k < a.nkb * XPAD; k += blockDim.x)
+                xs[s * XS + k] = 0.0f;
+            continue;
+        }
+        const uint4 *xp = reinterpret_cast<const uint4 *>((const char *)a.x +
+                                                          (b * a.x_bs + s * a.xs_s) * es);
+        for (int p0 = threadIdx.x; p0 < pieces; p0 += 4 * blockDim.x) {
+            uint4 u[4];
+#pragma unroll
+            for (int h = 0; h < 4; h++) {
+                const int p = p0 + h * blockDim.x;
+                u[h] = p < pieces ? __ldg(xp + p) : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int h = 0; h < 4; h++) {
+                const int p = p0 + h * blockDim.x;
+                if (p >= pieces)
+                    continue;
+                const int k = p * per;
+                float *dst = xs + s * XS + (k >> 7) * XPAD + (k & 127);
+                if (a.xdt == LK_F32) {
+                    *reinterpret_cast<float4 *>(dst) =
+                        make_float4(__uint_as_float(u[h].x), __uint_as_float(u[h].y),
+                                    __uint_as_float(u[h].z), __uint_as_float(u[h].w));
+                } else {
+                    float v[8];
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        v[j] = a.xdt == LK_BF16 ? unpack8<LK_BF16>(u[h], j) : unpack8<LK_F16>(u[h], j);
+                    reinterpret_cast<float4 *>(dst)[0] = make_float4(v[0], v[1], v[2], v[3]);
+                    reinterpret_cast<float4 *>(dst)[1] = make_float4(v[4], v[5], v[6], v[7]);
+                }
+            }
+        }
+    }
 }
 
 /* X(s, k0 + i) of block kb, from shared or global memory. */
@@ -73,14 +134,6 @@ __device__ __forceinline__ void prefetch_l2(const void *p, int64_t bytes)
     const size_t g = __cvta_generic_to_global(p);
     for (int64_t off = 0; off < bytes; off += 128)
         asm volatile("prefetch.global.L2 [%0];" ::"l"(g + (size_t)off));
-}
-
-/* Element j (0..7) of eight 16-bit values in a uint4. */
-template <lk_dtype DW> __device__ __forceinline__ float unpack8(const uint4 &u, int j)
-{
-    uint32_t word = j < 2 ? u.x : j < 4 ? u.y : j < 6 ? u.z : u.w;
-    uint32_t h = (j & 1) ? word >> 16 : word & 0xffffu;
-    return lk_elem<DW>::load_bits(h);
 }
 
 /* acc[s] = the chain of block kb of W row wrow (KC layout), for every s. */
@@ -205,7 +258,10 @@ __global__ void __launch_bounds__(256) gemv_kc_kernel(gemv_args a)
                 prefetch_l2(wrow + (int64_t)t * LK_KB,
                             (a.K - (int64_t)t * LK_KB < LK_KB ? a.K - (int64_t)t * LK_KB : LK_KB) *
                                 (int64_t)sizeof(TW));
-            load_x<ST>(a, b, xs, XS);
+            if (a.xvec && a.K % 8 == 0)
+                load_x_vec<ST>(a, b, xs, XS);
+            else
+                load_x<ST>(a, b, xs, XS);
             __syncthreads();
         }
         float tot[ST];
@@ -310,6 +366,179 @@ __global__ void __launch_bounds__(256) gemv_lc_kernel(gemv_args a)
     }
 }
 
+/* STREAM: the KC layout with every row contiguous (ldw == K), K a
+ * multiple of 128 and the weights 16-byte aligned -- the decode GEMV.
+ * The rows [r0, r0 + R) of a block are one contiguous run of R * nkb
+ * chains.  A warp loads 8 KiB of it with fully coalesced 16-byte loads
+ * (lane i takes bytes 16 i, 16 i + 512, ...), parks them in shared memory
+ * with one 16-byte pad per chain (so that the reads below hit distinct
+ * banks), issues the loads of its next 8 KiB, and only then runs the
+ * chains it parked: lane j takes chain j of the chunk, the contract's
+ * sequential fma chain over its 128 k.  Loads of one chunk are thus in
+ * flight while the previous one is computed.  The block then adds each
+ * row's chain results in ascending kb, as every other path does. */
+__device__ __forceinline__ uint4 ld_stream(const void *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+template <lk_dtype DW> struct stream_shape {
+    static constexpr int PPC = LK_KB * (int)sizeof(typename lk_elem<DW>::T) / 16; /* pieces per chain */
+    static constexpr int CPW = 32 * 16 / PPC;                                       /* chains per chunk */
+    static constexpr int STAGE = CPW * (PPC + 1);                                   /* uint4 per warp */
+};
+
+template <lk_dtype DW, int ST>
+__global__ void __launch_bounds__(256) gemv_stream_kernel(gemv_args a, int R)
+{
+    typedef stream_shape<DW> SH;
+    extern __shared__ float4 gemv_smem4[];
+    const int nkb = a.nkb, XS = nkb * XPAD;
+    const int warp = threadIdx.x / LK_WARP, lane = threadIdx.x % LK_WARP;
+    const int nw = blockDim.x / LK_WARP;
+    float *xs = reinterpret_cast<float *>(gemv_smem4);
+    uint4 *stage = reinterpret_cast<uint4 *>(xs + ST * XS) + warp * SH::STAGE;
+    float *part = reinterpret_cast<float *>(reinterpret_cast<uint4 *>(xs + ST * XS) +
+                                            nw * SH::STAGE);
+    const size_t es = sizeof(typename lk_elem<DW>::T);
+
+    for (int64_t b = blockIdx.y; b < a.batch; b += gridDim.y) {
+        const int64_t r0 = (int64_t)blockIdx.x * R;
+        const int rows = a.L - r0 < R ? (int)(a.L - r0) : R;
+        const int nch = rows * nkb;
+        const int64_t bytes = (int64_t)nch * SH::PPC * 16;
+        const char *base = (const char *)a.w + (b * a.w_bs + r0 * a.ldw) * (int64_t)es;
+
+        int c = warp;
+        uint4 v[16];
+#pragma unroll
+        for (int q = 0; q < 16; q++) {
+            const int64_t off = (int64_t)c * 8192 + q * 512 + lane * 16;
+            v[q] = off < bytes ? ld_stream(base + off) : make_uint4(0, 0, 0, 0);
+        }
+        if (a.xvec)
+            load_x_vec<ST>(a, b, xs, XS);
+        else
+            load_x<ST>(a, b, xs, XS);
+        __syncthreads();
+        for (; (int64_t)c * SH::CPW < nch; c += nw) {
+            /* piece p of the chunk is piece p % PPC of chain p / PPC */
+#pragma unroll
+            for (int q = 0; q < 16; q++) {
+                const int p = q * 32 + lane;
+                stage[(p / SH::PPC) * (SH::PPC + 1) + p % SH::PPC] = v[q];
+            }
+            __syncwarp();
+            const int cn = c + nw;
+#pragma unroll
+            for (int q = 0; q < 16; q++) {
+                const int64_t off = (int64_t)cn * 8192 + q * 512 + lane * 16;
+                v[q] = off < bytes ? ld_stream(base + off) : make_uint4(0, 0, 0, 0);
+            }
+            const int lc = c * SH::CPW + lane;
+            if (lane < SH::CPW && lc < nch) {
+                const int kb = lc % nkb;
+                const uint4 *wp = stage + lane * (SH::PPC + 1);
+                float acc[ST];
+#pragma unroll
+                for (int s = 0; s < ST; s++)
+                    acc[s] = 0.0f;
+#pragma unroll 4
+                for (int q = 0; q < SH::PPC; q++) {
+                    const uint4 w = wp[q];
+                    if constexpr (DW == LK_F32) {
+                        const float wv[4] = {__uint_as_float(w.x), __uint_as_float(w.y),
+                                             __uint_as_float(w.z), __uint_as_float(w.w)};
+#pragma unroll
+                        for (int s = 0; s < ST; s++) {
+                            const float4 x4 =
+                                *reinterpret_cast<const float4 *>(xs + s * XS + kb * XPAD + 4 * q);
+                            acc[s] = __fmaf_rn(x4.x, wv[0], acc[s]);
+                            acc[s] = __fmaf_rn(x4.y, wv[1], acc[s]);
+                            acc[s] = __fmaf_rn(x4.z, wv[2], acc[s]);
+                            acc[s] = __fmaf_rn(x4.w, wv[3], acc[s]);
+                        }
+                    } else {
+#pragma unroll
+                        for (int s = 0; s < ST; s++) {
+                            const float4 *x4 =
+                                reinterpret_cast<const float4 *>(xs + s * XS + kb * XPAD + 8 * q);
+                            const float4 lo = x4[0], hi = x4[1];
+                            const float xv[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+                            for (int j = 0; j < 8; j++)
+                                acc[s] = __fmaf_rn(xv[j], unpack8<DW>(w, j), acc[s]);
+                        }
+                    }
+                }
+#pragma unroll
+                for (int s = 0; s < ST; s++)
+                    part[lc * ST + s] = acc[s];
+            }
+            __syncwarp(); /* the stage is refilled next round */
+        }
+        __syncthreads();
+        for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+            float tot[ST];
+#pragma unroll
+            for (int s = 0; s < ST; s++) {
+                tot[s] = part[(r * nkb) * ST + s]; /* the first block is stored */
+                for (int kb = 1; kb < nkb; kb++)
+                    tot[s] = __fadd_rn(tot[s], part[(r * nkb + kb) * ST + s]);
+            }
+            gemv_store<ST>(a, b, r0 + r, tot);
+        }
+        __syncthreads(); /* xs and part are refilled for the next batch entry */
+    }
+}
+
+/* Launch the STREAM kernel if the call has its shape and its shared
+ * memory fits; false leaves the call to the general kernels. */
+template <lk_dtype DW, int ST>
+bool launch_stream(const gemv_args &a, cudaStream_t st)
+{
+    typedef stream_shape<DW> SH;
+    const size_t es = sizeof(typename lk_elem<DW>::T);
+    if (a.nkb == 0 || a.K % LK_KB != 0 || a.ldw != a.K || !a.wvec)
+        return false;
+    /* at least a round of chunks for the block's eight warps; more rows
+     * when that leaves more than two blocks per SM, so that each warp runs
+     * several chunks and the loads of the next overlap the work on this
+     * one (the partials, R * nkb * ST floats, stay within 32 KiB) */
+    int R = a.nkb >= 8 * SH::CPW ? 1 : 8 * SH::CPW / a.nkb;
+    const int64_t per_sm = (a.L + 2 * (int64_t)a.sms - 1) / (2 * (int64_t)a.sms);
+    const int64_t r_cap = 8192 / ((int64_t)a.nkb * ST);
+    if (per_sm > R)
+        R = (int)(per_sm < r_cap ? per_sm : r_cap > R ? r_cap : R);
+    const int64_t chains = (int64_t)R * a.nkb;
+    const int nw = chains >= 8 * SH::CPW ? 8 : (int)((chains + SH::CPW - 1) / SH::CPW);
+    const size_t smem = (size_t)ST * a.nkb * XPAD * sizeof(float) +
+                        (size_t)nw * SH::STAGE * 16 + (size_t)chains * ST * sizeof(float);
+    if (smem > GEMV_STREAM_SMEM)
+        return false;
+    (void)es;
+    const dim3 grid(lk_grid_cap((a.L + R - 1) / R, ((int64_t)1 << 31) - 1),
+                    lk_grid_cap(a.batch, 65535));
+    gemv_stream_kernel<DW, ST><<<grid, nw * LK_WARP, smem, st>>>(a, R);
+    return true;
+}
+
+/* LOCKSTEP_CUDA_GEMV=kc: the general KC kernel even where STREAM applies
+ * (benchmarks compare the two; both give the same bits). */
+static bool gemv_force_kc()
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("LOCKSTEP_CUDA_GEMV");
+        v = e && !strcmp(e, "kc");
+    }
+    return v == 1;
+}
+
 template <lk_dtype DW, int ST>
 void launch(const gemv_args &a, bool kc, cudaStream_t st)
 {
@@ -322,6 +551,8 @@ void launch(const gemv_args &a, bool kc, cudaStream_t st)
     const int64_t per_block = kc ? a.NB : LK_WARP;
     const dim3 grid(lk_grid_cap((a.L + per_block - 1) / per_block, ((int64_t)1 << 31) - 1),
                     lk_grid_cap(a.batch, 65535));
+    if (kc && !gemv_force_kc() && launch_stream<DW, ST>(a, st))
+        return;
     if (kc) {
         if (xsm)
             gemv_kc_kernel<DW, ST, true><<<grid, threads, smem, st>>>(a);
@@ -339,7 +570,6 @@ void launch(const gemv_args &a, bool kc, cudaStream_t st)
 
 bool lk_cuda_gemv(const lk_gemm_args *g, cudaStream_t stream, const lk_cuda_queue *q)
 {
-    (void)q;
     const bool m_small = g->m <= LK_GEMV_MAX_S && (g->m <= g->n || g->n > LK_GEMV_MAX_S);
     const bool n_small = !m_small && g->n <= LK_GEMV_MAX_S;
     if (!m_small && !n_small)
@@ -347,6 +577,7 @@ bool lk_cuda_gemv(const lk_gemm_args *g, cudaStream_t stream, const lk_cuda_queu
     gemv_args a;
     const lk_tensor *X, *W;
     bool kc;
+    a.sms = q->dev->sm_count > 0 ? q->dev->sm_count : 1;
     a.swap = n_small;
     if (m_small) { /* X = op(A), W(l = n, k) = op(B)[k, n] */
         X = &g->a;
@@ -379,6 +610,9 @@ bool lk_cuda_gemv(const lk_gemm_args *g, cudaStream_t stream, const lk_cuda_queu
     const size_t es = lk_dtype_bytes(W->dtype);
     a.wvec = (uintptr_t)W->data % 16 == 0 && ((size_t)W->ld * es) % 16 == 0 &&
              ((size_t)W->batch_stride * es) % 16 == 0;
+    const size_t xes = lk_dtype_bytes(X->dtype);
+    a.xvec = a.xs_k == 1 && (uintptr_t)X->data % 16 == 0 && ((size_t)a.xs_s * xes) % 16 == 0 &&
+             ((size_t)a.x_bs * xes) % 16 == 0;
     a.e = lk_gemm_epi_make(g);
     const int64_t S = a.S;
     LK_FLOAT_SWITCH(W->dtype, DW, {
@@ -392,4 +626,24 @@ bool lk_cuda_gemv(const lk_gemm_args *g, cudaStream_t stream, const lk_cuda_queu
             launch<DW, 8>(a, kc, stream);
     });
     return true;
+}
+
+template <lk_dtype DW, int ST> static cudaError_t stream_setup()
+{
+    return cudaFuncSetAttribute(gemv_stream_kernel<DW, ST>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, GEMV_STREAM_SMEM);
+}
+
+cudaError_t lk_cuda_gemv_setup()
+{
+    const cudaError_t es[] = {
+        stream_setup<LK_F32, 1>(),  stream_setup<LK_F32, 2>(),  stream_setup<LK_F32, 4>(),
+        stream_setup<LK_F32, 8>(),  stream_setup<LK_BF16, 1>(), stream_setup<LK_BF16, 2>(),
+        stream_setup<LK_BF16, 4>(), stream_setup<LK_BF16, 8>(), stream_setup<LK_F16, 1>(),
+        stream_setup<LK_F16, 2>(),  stream_setup<LK_F16, 4>(),  stream_setup<LK_F16, 8>(),
+    };
+    for (cudaError_t e : es)
+        if (e != cudaSuccess)
+            return e;
+    return cudaSuccess;
 }

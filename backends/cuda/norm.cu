@@ -7,6 +7,7 @@
  *            ss = lane sum of fma(d_i, d_i, lane); v = ss / (float)n;
  *            r = 1 / sqrt(v + eps); y_i = d_i * r (* w_i) (+ b_i) */
 #include "backends/cuda/rows.cuh"
+#include "backends/cuda/rows_reg.cuh"
 
 namespace {
 
@@ -66,6 +67,52 @@ __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
     }
 }
 
+/* Rows of up to LK_RR_MAX elements: the row in registers (rows_reg.cuh). */
+template <lk_dtype DX, lk_dtype DY, bool LAYER, int J>
+__global__ void __launch_bounds__(64 * LK_RR_MAX_CHUNKS) norm_reg_kernel(lk_norm_args a)
+{
+        typedef typename lk_elem<DX>::T TX;
+        typedef typename lk_elem<DY>::T TY;
+        __shared__ float sh[LK_RR_SMEM];
+        const int64_t n = a.x.cols;
+        const float nf = __ll2float_rn(n);
+        const float eps = a.eps;
+        const void *w = a.weight.data, *b = a.bias.data;
+        const lk_dtype wdt = a.weight.dtype, bdt = a.bias.dtype;
+        for (int64_t r = blockIdx.x; r < a.x.rows; r += gridDim.x) {
+            float v[J];
+            lk_rr_load<DX, J>(v, (const TX *)a.x.data + r * a.x.ld, n);
+            TY *yr = (TY *)a.y.data + r * a.y.ld;
+            if (!LAYER) {
+                const float ss = lk_rr_sum<true, J>(v, n, sh, lk_identity());
+                const float ms = __fdiv_rn(ss, nf);
+                const float rs = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, eps)));
+#pragma unroll
+                for (int j = 0; j < J; j++)
+                    v[j] = __fmul_rn(v[j], rs);
+                if (w)
+                    lk_rr_apply<J>(v, w, wdt, n, lk_rr_mul());
+                lk_rr_store<DY, J>(v, yr, n, [](int64_t, float t) { return t; });
+            } else {
+                const float m = __fdiv_rn(lk_rr_sum<false, J>(v, n, sh, lk_identity()), nf);
+#pragma unroll
+                for (int j = 0; j < J; j++)
+                    v[j] = __fsub_rn(v[j], m);
+                const float ss = lk_rr_sum<true, J>(v, n, sh, lk_identity());
+                const float var = __fdiv_rn(ss, nf);
+                const float rs = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(var, eps)));
+#pragma unroll
+                for (int j = 0; j < J; j++)
+                    v[j] = __fmul_rn(v[j], rs);
+                if (w)
+                    lk_rr_apply<J>(v, w, wdt, n, lk_rr_mul());
+                if (b)
+                    lk_rr_apply<J>(v, b, bdt, n, lk_rr_add());
+                lk_rr_store<DY, J>(v, yr, n, [](int64_t, float t) { return t; });
+            }
+        }
+}
+
 template <bool LAYER>
 lk_status norm_launch(void *queue, const lk_norm_args *a, const char *what)
 {
@@ -75,6 +122,17 @@ lk_status norm_launch(void *queue, const lk_norm_args *a, const char *what)
     const int64_t n = a->x.cols;
     if (n > LK_ROW_MAX)
         return op.fail(LK_ERR_UNSUPPORTED, "%s: rows of more than 2^36 elements", what);
+    if (n <= LK_RR_MAX) {
+        LK_FLOAT_SWITCH(a->x.dtype, DX, LK_FLOAT_SWITCH(a->y.dtype, DY, {
+            if (lk_rr_j(n) == 16)
+                norm_reg_kernel<DX, DY, LAYER, 16>
+                    <<<lk_rr_grid(a->x.rows), lk_rr_threads(n), 0, op.stream()>>>(*a);
+            else
+                norm_reg_kernel<DX, DY, LAYER, 64>
+                    <<<lk_rr_grid(a->x.rows), lk_rr_threads(n), 0, op.stream()>>>(*a);
+        }));
+        return op.launched();
+    }
     lk_rows_cfg c = lk_rows_plan(a->x.rows, n, true);
     const bool vec = lk_rows_aligned(a->x, 4 * lk_dtype_bytes(a->x.dtype)) &&
                      lk_rows_aligned(a->y, 4 * lk_dtype_bytes(a->y.dtype));

@@ -6,6 +6,7 @@
  * softmax: y_i = e_i / s;   log-softmax: y_i = t_i - log(s). */
 #include "backends/cuda/math.cuh"
 #include "backends/cuda/rows.cuh"
+#include "backends/cuda/rows_reg.cuh"
 
 namespace {
 
@@ -59,6 +60,36 @@ __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
     }
 }
 
+/* Rows of up to LK_RR_MAX elements: the row in registers (rows_reg.cuh). */
+template <lk_dtype DX, lk_dtype DY, bool LOG, int J>
+__global__ void __launch_bounds__(64 * LK_RR_MAX_CHUNKS) softmax_reg_kernel(lk_softmax_args a)
+{
+    typedef typename lk_elem<DX>::T TX;
+    typedef typename lk_elem<DY>::T TY;
+    __shared__ float sh[LK_RR_SMEM];
+    const int64_t n = a.x.cols;
+    for (int64_t r = blockIdx.x; r < a.x.rows; r += gridDim.x) {
+        float v[J];
+        lk_rr_load<DX, J>(v, (const TX *)a.x.data + r * a.x.ld, n);
+        TY *yr = (TY *)a.y.data + r * a.y.ld;
+        const float mx = lk_rr_fold<J>(v, n, sh, __uint_as_float(0xff800000u), lk_op_maximum());
+#pragma unroll
+        for (int j = 0; j < J; j++)
+            v[j] = __fsub_rn(v[j], mx); /* t_i */
+        if (!LOG) {
+#pragma unroll
+            for (int j = 0; j < J; j++)
+                v[j] = lk_cu_exp(v[j]); /* e_i */
+            const float s = lk_rr_sum<false, J>(v, n, sh, lk_identity());
+            lk_rr_store<DY, J>(v, yr, n, [=](int64_t, float e) { return __fdiv_rn(e, s); });
+        } else {
+            const float s = lk_rr_sum<false, J>(v, n, sh, exp_fn());
+            const float ls = lk_cu_log(s);
+            lk_rr_store<DY, J>(v, yr, n, [=](int64_t, float t) { return __fsub_rn(t, ls); });
+        }
+    }
+}
+
 template <bool LOG>
 lk_status softmax_launch(void *queue, const lk_softmax_args *a, const char *what)
 {
@@ -68,6 +99,17 @@ lk_status softmax_launch(void *queue, const lk_softmax_args *a, const char *what
     const int64_t n = a->x.cols;
     if (n > LK_ROW_MAX)
         return op.fail(LK_ERR_UNSUPPORTED, "%s: rows of more than 2^36 elements", what);
+    if (n <= LK_RR_MAX) {
+        LK_FLOAT_SWITCH(a->x.dtype, DX, LK_FLOAT_SWITCH(a->y.dtype, DY, {
+            if (lk_rr_j(n) == 16)
+                softmax_reg_kernel<DX, DY, LOG, 16>
+                    <<<lk_rr_grid(a->x.rows), lk_rr_threads(n), 0, op.stream()>>>(*a);
+            else
+                softmax_reg_kernel<DX, DY, LOG, 64>
+                    <<<lk_rr_grid(a->x.rows), lk_rr_threads(n), 0, op.stream()>>>(*a);
+        }));
+        return op.launched();
+    }
     lk_rows_cfg c = lk_rows_plan(a->x.rows, n, true);
     const bool vec = lk_rows_aligned(a->x, 4 * lk_dtype_bytes(a->x.dtype)) &&
                      lk_rows_aligned(a->y, 4 * lk_dtype_bytes(a->y.dtype));

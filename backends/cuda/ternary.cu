@@ -17,6 +17,7 @@
  * Larger M, or x too large for shared memory: the dp4a tile kernel with
  * the codes decoded to int8 (backends/cuda/qgemm.cuh). */
 #include "backends/cuda/qgemm.cuh"
+#include "backends/cuda/tc_ternary.cuh"
 
 namespace {
 
@@ -72,9 +73,10 @@ __global__ void __launch_bounds__(256) unpack_kernel(lk_pack_args p)
 
 /* ---------------------------------------------------------------- GEMV */
 
+/* 128 threads a block; PR threads a row (8, or 16 for rows of more than
+ * 64 segments, so that a thread's segments are all requested up front:
+ * TG_PREFETCH each). */
 #define TG_THREADS 128
-#define TG_PER_ROW 8
-#define TG_ROWS (TG_THREADS / TG_PER_ROW)
 #define TG_PREFETCH 8 /* segments per thread loaded before x is ready */
 
 /* x permuted for the planes: for each group g of 16 k, word e holds the
@@ -84,7 +86,7 @@ __global__ void __launch_bounds__(256) unpack_kernel(lk_pack_args p)
  * threads of a row on distinct banks. */
 __device__ __forceinline__ int xp_offset(int64_t g) { return (int)(g * 4 + (g >> 2) * 4); }
 
-template <int MT>
+template <int MT, int TG_PER_ROW>
 __global__ void __launch_bounds__(TG_THREADS)
     t2_gemv_kernel(lk_qgemm_args q, int xw, int nseg, int wvec)
 {
@@ -94,6 +96,7 @@ __global__ void __launch_bounds__(TG_THREADS)
     const int tid = threadIdx.x;
     const int64_t K = q.k;
 
+    constexpr int TG_ROWS = TG_THREADS / TG_PER_ROW;
     const int64_t n = (int64_t)blockIdx.x * TG_ROWS + tid / TG_PER_ROW;
     const int t = tid % TG_PER_ROW;
     const int64_t bpr = (K + 3) / 4;
@@ -117,36 +120,54 @@ __global__ void __launch_bounds__(TG_THREADS)
         pre[i] = n < q.n && seg < nseg ? load_seg(seg) : make_uint4(0, 0, 0, 0);
     }
 
+    /* x, one group of 16 k per thread and step: one 16-byte load where it
+     * can, the four plane words by byte permutes, and its sum by dp4a
+     * against ones (exact: |sum| <= 128 K fits int32). */
     if (tid < MT)
         sumx[tid] = 0;
+    __syncthreads();
     const int64_t groups = (int64_t)(xw / 20) * 4;
-    for (int64_t idx = tid; idx < MT * groups * 4; idx += TG_THREADS) {
-        const int m = (int)(idx / (groups * 4));
-        const int64_t g = idx / 4 % groups;
-        const int e = (int)(idx % 4);
-        uint32_t word = 0;
-        if (m < q.m) {
-            const int8_t *x = (const int8_t *)q.x.data + m * q.x.ld;
+    const int xvec = (uintptr_t)q.x.data % 16 == 0 && q.x.ld % 16 == 0;
+    int xsum[MT];
 #pragma unroll
-            for (int jj = 0; jj < 4; jj++) {
-                const int64_t k = 16 * g + 4 * jj + e;
-                if (k < K)
-                    word |= (uint32_t)(uint8_t)x[k] << (8 * jj);
+    for (int m = 0; m < MT; m++)
+        xsum[m] = 0;
+#pragma unroll 2
+    for (int64_t g = tid; g < groups; g += TG_THREADS) {
+#pragma unroll
+        for (int m = 0; m < MT; m++) {
+            uint4 v = make_uint4(0, 0, 0, 0);
+            if (m < q.m) {
+                const int8_t *x = (const int8_t *)q.x.data + m * q.x.ld + 16 * g;
+                if (xvec && 16 * g + 16 <= K) {
+                    v = *reinterpret_cast<const uint4 *>(x);
+                } else {
+                    uint32_t w4[4] = {0, 0, 0, 0};
+                    for (int j = 0; j < 16; j++)
+                        if (16 * g + j < K)
+                            w4[j / 4] |= (uint32_t)(uint8_t)x[j] << (8 * (j % 4));
+                    v = make_uint4(w4[0], w4[1], w4[2], w4[3]);
+                }
+            }
+            xsum[m] = __dp4a((int)v.x, 0x01010101, xsum[m]);
+            xsum[m] = __dp4a((int)v.y, 0x01010101, xsum[m]);
+            xsum[m] = __dp4a((int)v.z, 0x01010101, xsum[m]);
+            xsum[m] = __dp4a((int)v.w, 0x01010101, xsum[m]);
+            uint32_t *dst = xp + m * xw + xp_offset(g);
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const uint32_t sel = (uint32_t)e | (uint32_t)(4 + e) << 4;
+                dst[e] = __byte_perm(__byte_perm(v.x, v.y, sel), __byte_perm(v.z, v.w, sel), 0x5410);
             }
         }
-        xp[m * xw + xp_offset(g) + e] = word;
     }
-    __syncthreads();
-    /* sum of x per row, exact in int32 (|sum| <= 128 K) */
-    for (int m = 0; m < MT && m < q.m; m++) {
-        const int8_t *x = (const int8_t *)q.x.data + m * q.x.ld;
-        int s = 0;
-        for (int64_t k = tid; k < K; k += TG_THREADS)
-            s += x[k];
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+        int s = xsum[m];
 #pragma unroll
         for (int d = 16; d >= 1; d >>= 1)
             s += __shfl_xor_sync(LK_FULL_MASK, s, d);
-        if ((tid & (LK_WARP - 1)) == 0)
+        if ((tid & (LK_WARP - 1)) == 0 && s != 0)
             atomicAdd(&sumx[m], s);
     }
     __syncthreads();
@@ -208,10 +229,14 @@ template <int MT> bool t2_gemv(const lk_qgemm_args &q, cudaStream_t st)
     const int64_t bpr = (q.k + 3) / 4;
     const int nseg = (int)((bpr + 15) / 16);
     const int wvec = (uintptr_t)q.w.data % 16 == 0 && (q.w.ld / 4) % 16 == 0;
-    const int64_t blocks = (q.n + TG_ROWS - 1) / TG_ROWS;
+    const int pr = nseg > 8 * TG_PREFETCH ? 16 : 8;
+    const int64_t blocks = (q.n + TG_THREADS / pr - 1) / (TG_THREADS / pr);
     if (blocks > ((int64_t)1 << 31) - 1)
         return false;
-    t2_gemv_kernel<MT><<<(unsigned)blocks, TG_THREADS, smem, st>>>(q, (int)xw, nseg, wvec);
+    if (pr == 16)
+        t2_gemv_kernel<MT, 16><<<(unsigned)blocks, TG_THREADS, smem, st>>>(q, (int)xw, nseg, wvec);
+    else
+        t2_gemv_kernel<MT, 8><<<(unsigned)blocks, TG_THREADS, smem, st>>>(q, (int)xw, nseg, wvec);
     return true;
 }
 
@@ -282,6 +307,8 @@ extern "C" lk_status lk_cuda_ternary_gemm(void *queue, const lk_qgemm_args *q)
         done = t2_gemv<4>(*q, op.stream());
     else if (q->m <= 8)
         done = t2_gemv<8>(*q, op.stream());
+    if (!done)
+        done = lk_cuda_tc_qgemm(op.q, q, true); /* M > 8 on sm_80+: tc_ternary.cu */
     if (!done)
         lk_qgemm_tiled<true>(*q, op.stream());
     return op.launched();
