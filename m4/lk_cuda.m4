@@ -6,14 +6,15 @@
 # numerical contract needs (docs/numerics.md section 1): no contraction, no
 # flush to zero, IEEE division and square root.  The user may add flags with
 # NVCCFLAGS=... (kept after ours) and choose the architectures with
-# CUDA_ARCH_FLAGS=... (default: sm_80, sm_86, sm_89, sm_90 and compute_90 PTX).
+# CUDA_ARCH_FLAGS=... (default: sm_80, sm_86, sm_89, sm_90a -- sm_90 where
+# nvcc lacks it -- and compute_90 PTX).
 AC_DEFUN([LK_CUDA], [
   AC_ARG_WITH([cuda],
     [AS_HELP_STRING([--with-cuda@<:@=DIR@:>@], [build the CUDA driver module with the toolkit in DIR (default: nvcc on PATH, then /usr/local/cuda)])],
     [], [with_cuda=no])
   AC_ARG_VAR([NVCC], [CUDA compiler driver (found from --with-cuda)])
   AC_ARG_VAR([NVCCFLAGS], [extra flags for nvcc, added after Lockstep's])
-  AC_ARG_VAR([CUDA_ARCH_FLAGS], [nvcc -gencode flags (default: sm_80, sm_86, sm_89, sm_90 and compute_90 PTX)])
+  AC_ARG_VAR([CUDA_ARCH_FLAGS], [nvcc -gencode flags (default: sm_80, sm_86, sm_89, sm_90a (sm_90 if nvcc lacks it) and compute_90 PTX)])
   lk_have_cuda=no
   lk_have_cublas=no
   CUDA_CFLAGS=""
@@ -82,7 +83,16 @@ AC_DEFUN([LK_CUDA], [
     AS_IF([test "x$CUDA_ARCH_FLAGS" = x], [
       CUDA_ARCH_FLAGS="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86"
       CUDA_ARCH_FLAGS="$CUDA_ARCH_FLAGS -gencode arch=compute_89,code=sm_89"
-      CUDA_ARCH_FLAGS="$CUDA_ARCH_FLAGS -gencode arch=compute_90,code=sm_90"
+      # Hopper as sm_90a where nvcc has it: the wgmma kernels
+      # (backends/cuda/tc_wgmma.cu) exist only there; plain sm_90 otherwise
+      AC_MSG_CHECKING([whether $NVCC builds sm_90a code])
+      echo '__global__ void lk_conftest(void) {}' > conftest.cu
+      AS_IF([$NVCC -gencode arch=compute_90a,code=sm_90a -c conftest.cu -o conftest.$OBJEXT >&AS_MESSAGE_LOG_FD 2>&1],
+        [AC_MSG_RESULT([yes])
+         CUDA_ARCH_FLAGS="$CUDA_ARCH_FLAGS -gencode arch=compute_90a,code=sm_90a"],
+        [AC_MSG_RESULT([no])
+         CUDA_ARCH_FLAGS="$CUDA_ARCH_FLAGS -gencode arch=compute_90,code=sm_90"])
+      rm -f conftest.cu conftest.$OBJEXT
       CUDA_ARCH_FLAGS="$CUDA_ARCH_FLAGS -gencode arch=compute_90,code=compute_90"
     ])
     AC_MSG_CHECKING([whether $NVCC compiles with the contract's flags])

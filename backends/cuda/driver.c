@@ -292,6 +292,8 @@ static lk_status lk_cuda_queue_create(void *state, const lk_queue_opts *opts, vo
         e = cudaMallocHost(&q->host_ws, LK_CUDA_HOST_SCRATCH);
         if (e != cudaSuccess)
             q->host_ws = NULL;
+        else
+            memset(q->host_ws, 0, LK_CUDA_HOST_SCRATCH);
     }
     lk_cuda_leave(&sc);
     if (e != cudaSuccess) {
@@ -337,7 +339,100 @@ static lk_status lk_cuda_queue_sync(void *queue)
     lk_cuda_leave(&sc);
     if (e != cudaSuccess)
         return lk_cuda_fail(q->dev->host, e, "cudaStreamSynchronize");
+    /* a bad id met by lk_embedding inside a graph (embedding.cu) */
+    volatile long long *rec = (volatile long long *)((char *)q->host_ws + LK_CUDA_EMB_ERR_OFFSET);
+    if (rec[0]) {
+        long long row = rec[1], id = rec[2], vocab = rec[3];
+        rec[0] = 0;
+        q->dev->host->set_error("lk_embedding (in a graph): ids[%lld] = %lld is outside [0, %lld): "
+                                "that lookup wrote nothing",
+                                row, id, vocab);
+        return LK_ERR_RANGE;
+    }
     return LK_OK;
+}
+
+/* ------------------------------------------------------------ graphs
+ *
+ * Stream capture of the queue's stream in thread-local mode: the ops
+ * enqueue as usual (they never allocate or synchronise) and the capture
+ * becomes one instantiated graph. */
+
+static lk_status lk_cuda_capture_begin(void *queue)
+{
+    lk_cuda_queue *q = queue;
+    lk_cuda_scope sc;
+    lk_status st = lk_cuda_enter(q->dev, &sc);
+    if (st != LK_OK)
+        return st;
+    cudaError_t e = cudaStreamBeginCapture(q->stream, cudaStreamCaptureModeThreadLocal);
+    lk_cuda_leave(&sc);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return lk_cuda_fail(q->dev->host, e, "cudaStreamBeginCapture");
+    }
+    return LK_OK;
+}
+
+static lk_status lk_cuda_capture_end(void *queue, void **graph)
+{
+    lk_cuda_queue *q = queue;
+    lk_cuda_scope sc;
+    lk_status st = lk_cuda_enter(q->dev, &sc);
+    if (st != LK_OK)
+        return st;
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t x = NULL;
+    const char *what = "cudaStreamEndCapture";
+    cudaError_t e = cudaStreamEndCapture(q->stream, &g);
+    if (e == cudaSuccess) {
+        what = "cudaGraphInstantiate";
+        e = cudaGraphInstantiate(&x, g, 0);
+    }
+    if (g)
+        (void)cudaGraphDestroy(g);
+    lk_cuda_leave(&sc);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return lk_cuda_fail(q->dev->host, e, what);
+    }
+    *graph = x;
+    return LK_OK;
+}
+
+static lk_status lk_cuda_graph_launch(void *queue, void *graph)
+{
+    lk_cuda_queue *q = queue;
+    lk_cuda_scope sc;
+    lk_status st = lk_cuda_enter(q->dev, &sc);
+    if (st != LK_OK)
+        return st;
+    cudaError_t e = cudaGraphLaunch((cudaGraphExec_t)graph, q->stream);
+    lk_cuda_leave(&sc);
+    if (e != cudaSuccess)
+        return lk_cuda_fail(q->dev->host, e, "cudaGraphLaunch");
+    return LK_OK;
+}
+
+static void lk_cuda_graph_destroy(void *state, void *graph)
+{
+    lk_cuda_device *dev = state;
+    lk_cuda_scope sc;
+    if (lk_cuda_enter(dev, &sc) != LK_OK)
+        return;
+    (void)cudaGraphExecDestroy((cudaGraphExec_t)graph);
+    lk_cuda_leave(&sc);
+}
+
+static int lk_cuda_queue_capturing(void *queue)
+{
+    lk_cuda_queue *q = queue;
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(q->stream, &cs) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return cs != cudaStreamCaptureStatusNone;
 }
 
 static lk_status lk_cuda_memcpy(void *queue, void *dst, const void *src, size_t bytes,
@@ -387,7 +482,16 @@ static const lk_device_iface lk_cuda_iface = {
         .ternary_unpack = lk_cuda_ternary_unpack,
         .ternary_gemm = lk_cuda_ternary_gemm,
         .int8_gemm = lk_cuda_int8_gemm,
+        .gemm_tc = lk_cuda_gemm_tc,
+        .rope = lk_cuda_rope,
+        .attention = lk_cuda_attention,
+        .embedding = lk_cuda_embedding,
     },
+    .capture_begin = lk_cuda_capture_begin,
+    .capture_end = lk_cuda_capture_end,
+    .graph_launch = lk_cuda_graph_launch,
+    .graph_destroy = lk_cuda_graph_destroy,
+    .queue_capturing = lk_cuda_queue_capturing,
 };
 
 static lk_status lk_cuda_device_open(void *state, int index, const lk_device_iface **iface,

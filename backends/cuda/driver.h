@@ -30,6 +30,9 @@
 #define LK_CUDA_WORKSPACE_DEFAULT ((size_t)16 << 20)
 /* pinned host bytes per queue (lk_ternary_pack's verdict) */
 #define LK_CUDA_HOST_SCRATCH 64
+/* where in them an lk_embedding run inside a graph records the first bad
+ * id (four int64: set, row, id, vocab; embedding.cu), for queue_sync */
+#define LK_CUDA_EMB_ERR_OFFSET 32
 
 typedef struct lk_cuda_driver {
     const lk_host *host;
@@ -97,6 +100,12 @@ lk_status lk_cuda_ternary_pack(void *queue, const lk_pack_args *a);
 lk_status lk_cuda_ternary_unpack(void *queue, const lk_pack_args *a);
 lk_status lk_cuda_ternary_gemm(void *queue, const lk_qgemm_args *a);
 lk_status lk_cuda_int8_gemm(void *queue, const lk_qgemm_args *a);
+/* the tensor-core tier (tc_gemm.cu) */
+lk_status lk_cuda_gemm_tc(void *queue, const lk_gemm_args *a);
+/* the transformer ops (rope.cu, attention.cu, embedding.cu) */
+lk_status lk_cuda_rope(void *queue, const lk_rope_args *a);
+lk_status lk_cuda_attention(void *queue, const lk_attention_args *a);
+lk_status lk_cuda_embedding(void *queue, const lk_embedding_args *a);
 
 #ifdef __cplusplus
 }

@@ -10,10 +10,15 @@ lk_cuda_headers = \
 	backends/cuda/driver.h \
 	backends/cuda/device.cuh \
 	backends/cuda/rows.cuh \
+	backends/cuda/rows_reg.cuh \
 	backends/cuda/elementwise.cuh \
 	backends/cuda/gemm.cuh \
 	backends/cuda/qgemm.cuh \
-	backends/cuda/math.cuh
+	backends/cuda/math.cuh \
+	backends/cuda/model.cuh \
+	backends/cuda/tc_ptx.cuh \
+	backends/cuda/tc_ternary.cuh \
+	backends/cuda/tc_wgmma.cuh
 
 lk_cuda_kernels = \
 	backends/cuda/gemm.cu \
@@ -25,7 +30,13 @@ lk_cuda_kernels = \
 	backends/cuda/binary.cu \
 	backends/cuda/quant.cu \
 	backends/cuda/ternary.cu \
-	backends/cuda/int8_gemm.cu
+	backends/cuda/int8_gemm.cu \
+	backends/cuda/tc_gemm.cu \
+	backends/cuda/tc_ternary.cu \
+	backends/cuda/tc_wgmma.cu \
+	backends/cuda/rope.cu \
+	backends/cuda/attention.cu \
+	backends/cuda/embedding.cu
 
 EXTRA_DIST += build-aux/nvcc-wrapper.sh backends/cuda/README.md
 
@@ -53,7 +64,7 @@ lk_nvcc_compile = $(LIBTOOL) $(AM_V_lt) --tag=CC --mode=compile \
 	$(AM_V_NVCC)$(MKDIR_P) $(@D) && $(lk_nvcc_compile) -c -o $@ $<
 
 $(lk_cuda_kernels:.cu=.lo): $(lk_cuda_headers) backends/contract.h backends/scalar.h \
-	backends/transcendental.h \
+	backends/transcendental.h backends/rope.h \
 	include/lockstep/driver.h
 
 # CUDA-specific tests (graph capture, adopted streams, the kernels' own
@@ -87,3 +98,26 @@ lk_cublas_defs =
 endif
 
 EXTRA_DIST += scripts/gpu-check.sh
+
+# The tensor-core tier (tc_gemm.cu against backends/ref/mma_model.c); its
+# CPU part runs everywhere, the GPU part is a SKIP without an sm_80+ GPU.
+check_PROGRAMS += tests/test_tc
+TESTS += tests/test_tc
+tests_test_tc_CPPFLAGS = $(AM_CPPFLAGS) $(lk_cuda_test_defs)
+tests_test_tc_LDADD = liblockstep.la
+
+# The tensor-core tier against cuBLAS bf16 (not installed; not run by make
+# check): backends/cuda/lockstep-tc-bench [--quick]
+if LK_HAVE_CUBLAS
+noinst_PROGRAMS += backends/cuda/lockstep-tc-bench
+endif
+backends_cuda_lockstep_tc_bench_SOURCES = backends/cuda/tc_bench.c
+backends_cuda_lockstep_tc_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) $(lk_cuda_test_defs)
+backends_cuda_lockstep_tc_bench_LDADD = liblockstep.la $(CUBLAS_LIBS) $(CUDA_LIBS)
+
+# The integer GEMMs on tensor cores (tc_ternary.cu) against the reference,
+# every kernel variant; a SKIP without a GPU.
+check_PROGRAMS += tests/test_tc_ternary
+TESTS += tests/test_tc_ternary
+tests_test_tc_ternary_CPPFLAGS = $(AM_CPPFLAGS) $(lk_cuda_test_defs)
+tests_test_tc_ternary_LDADD = liblockstep.la

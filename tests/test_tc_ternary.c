@@ -1,0 +1,291 @@
+/* The integer GEMMs on tensor cores (backends/cuda/tc_ternary.cu):
+ * lk_ternary_gemm and lk_int8_gemm on cuda:0 equal the reference device
+ * bit for bit (docs/numerics.md section 9) for every kernel variant
+ * (LOCKSTEP_CUDA_TC_INT_KERNEL: the tile shapes, the plain loader, and the
+ * dp4a kernels for comparison), M = 9 ... 2048, odd N and K, K not a
+ * multiple of 32 or 128, aligned and unaligned rows, every LK_T2 code
+ * (the reserved 3 counts as 2), per-tensor and per-row weight scales, f32
+ * and bf16 output, int32 output, and the extreme sums at the K limits.
+ * No GPU: a SKIP with the reason. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lockstep.h>
+
+#include "tests/tap.h"
+
+static lk_context *ctx;
+static lk_device *ref, *gpu;
+static lk_queue *rq, *gq;
+static uint64_t rng;
+
+enum { OP_TERNARY, OP_INT8_SCALED, OP_INT8_I32, OP_COUNT };
+static const char *const op_name[OP_COUNT] = {"lk_ternary_gemm", "lk_int8_gemm (scaled)",
+                                              "lk_int8_gemm (int32 out)"};
+
+typedef struct {
+    int op;
+    int64_t m, n, k, xld, wld; /* wld in elements (LK_T2: a multiple of 4) */
+    lk_dtype ydt;
+    int per_row_scale;
+    int extreme; /* x = -128 everywhere, w = 2 (code 3) or -128 */
+    int8_t *x;
+    uint8_t *w; /* LK_T2 bytes or int8 */
+    float *xs, *ws;
+} qcase;
+
+static size_t w_bytes(const qcase *c)
+{
+    return (size_t)(c->n * (c->op == OP_TERNARY ? c->wld / 4 : c->wld));
+}
+
+static size_t y_bytes(const qcase *c)
+{
+    return (size_t)(c->m * c->n) * lk_dtype_size(c->ydt);
+}
+
+static void fill(qcase *c)
+{
+    size_t nx = (size_t)(c->m * c->xld), nw = w_bytes(c);
+    c->x = malloc(nx + 1);
+    c->w = malloc(nw + 1);
+    c->xs = malloc((size_t)c->m * 4 + 4);
+    c->ws = malloc((size_t)c->n * 4 + 4);
+    if (!c->x || !c->w || !c->xs || !c->ws)
+        bail("out of memory");
+    for (size_t i = 0; i < nx; i++)
+        c->x[i] = c->extreme ? -128 : (int8_t)(tap_rand(&rng) & 0xff);
+    for (size_t i = 0; i < nw; i++)
+        c->w[i] = c->extreme                ? (c->op == OP_TERNARY ? 0xff : 0x80)
+                  : (uint8_t)(tap_rand(&rng) & 0xff);
+    for (int64_t i = 0; i < c->m; i++) /* 1 keeps (float)acc visible; others test the epilogue */
+        c->xs[i] = i % 3 == 0 ? 1.0f : (float)(1 + tap_rand(&rng) % 100000) / 997.0f;
+    for (int64_t i = 0; i < c->n; i++)
+        c->ws[i] = i % 2 == 0 ? 1.0f : (float)(1 + tap_rand(&rng) % 1000) / 311.0f;
+}
+
+static void unfill(qcase *c)
+{
+    free(c->x);
+    free(c->w);
+    free(c->xs);
+    free(c->ws);
+}
+
+/* Runs the case on device d / queue q into out (host bytes). */
+static lk_status run(lk_device *d, lk_queue *q, const qcase *c, void *out)
+{
+    size_t nx = (size_t)(c->m * c->xld), nw = w_bytes(c), ny = y_bytes(c);
+    void *dx = c->x, *dw = c->w, *dxs = c->xs, *dws = c->ws, *dy = out;
+    int dev = d == gpu;
+    if (dev) {
+        if (lk_malloc(d, nx ? nx : 1, &dx) || lk_malloc(d, nw ? nw : 1, &dw) ||
+            lk_malloc(d, (size_t)c->m * 4, &dxs) || lk_malloc(d, (size_t)c->n * 4, &dws) ||
+            lk_malloc(d, ny, &dy))
+            bail("lk_malloc: %s", lk_last_error());
+        lk_memcpy(q, dx, c->x, nx, LK_COPY_HOST_TO_DEVICE);
+        lk_memcpy(q, dw, c->w, nw, LK_COPY_HOST_TO_DEVICE);
+        lk_memcpy(q, dxs, c->xs, (size_t)c->m * 4, LK_COPY_HOST_TO_DEVICE);
+        lk_memcpy(q, dws, c->ws, (size_t)c->n * 4, LK_COPY_HOST_TO_DEVICE);
+        /* a pattern in y, so that an element left unwritten shows */
+        memset(out, 0xa5, ny);
+        lk_memcpy(q, dy, out, ny, LK_COPY_HOST_TO_DEVICE);
+        if (lk_queue_sync(q) != LK_OK)
+            bail("lk_queue_sync: %s", lk_last_error());
+    }
+    lk_tensor x = lk_mat_ld(dx, LK_I8, c->m, c->k, c->xld);
+    lk_tensor xs = lk_mat(dxs, LK_F32, c->m, 1);
+    lk_tensor ws = lk_mat(dws, LK_F32, 1, c->per_row_scale ? c->n : 1);
+    lk_tensor y = lk_mat(dy, c->ydt, c->m, c->n);
+    lk_status st;
+    if (c->op == OP_TERNARY) {
+        lk_tensor w = lk_mat_ld(dw, LK_T2, c->n, c->k, c->wld);
+        st = lk_ternary_gemm(q, &x, &xs, &w, &ws, &y);
+    } else {
+        lk_tensor w = lk_mat_ld(dw, LK_I8, c->n, c->k, c->wld);
+        int scaled = c->op == OP_INT8_SCALED;
+        st = lk_int8_gemm(q, &x, &w, scaled ? &xs : NULL, scaled ? &ws : NULL, &y);
+    }
+    if (dev) {
+        if (st == LK_OK) {
+            lk_memcpy(q, out, dy, ny, LK_COPY_DEVICE_TO_HOST);
+            st = lk_queue_sync(q);
+        }
+        lk_free(d, dx);
+        lk_free(d, dw);
+        lk_free(d, dxs);
+        lk_free(d, dws);
+        lk_free(d, dy);
+    } else if (st == LK_OK) {
+        st = lk_queue_sync(q);
+    }
+    return st;
+}
+
+static void show_diff(const qcase *c, const void *g, const void *r)
+{
+    size_t es = lk_dtype_size(c->ydt), n = y_bytes(c) / es;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp((const char *)g + i * es, (const char *)r + i * es, es)) {
+            uint32_t u = 0, v = 0;
+            memcpy(&u, (const char *)g + i * es, es);
+            memcpy(&v, (const char *)r + i * es, es);
+            diag("  first difference at m %lld, n %lld: GPU 0x%08x, ref 0x%08x",
+                 (long long)((int64_t)i / c->n), (long long)((int64_t)i % c->n), u, v);
+            return;
+        }
+}
+
+static const char *const variants[] = {"",       "128x128",         "64x128",
+                                       "64x64",  "128x128-generic", "64x128-generic",
+                                       "64x64-generic", "simt"};
+#define NVAR (sizeof variants / sizeof variants[0])
+
+static int64_t round_up(int64_t v, int64_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+static void test_op(int op)
+{
+    static const int64_t shapes[][3] = {
+        {9, 7, 33},    {16, 64, 128},  {17, 129, 257}, {40, 200, 100},  {64, 64, 64},
+        {65, 33, 1000}, {128, 128, 128}, {129, 130, 383}, {300, 70, 130}, {513, 257, 64},
+        {1024, 96, 200}, {2048, 64, 129}, {2048, 256, 512}, {100, 3, 5}, {33, 1, 1}};
+    const size_t ns = sizeof shapes / sizeof shapes[0];
+    int bad[NVAR] = {0}, cases = 0;
+    for (size_t s = 0; s < ns; s++) {
+        const int64_t k = shapes[s][2];
+        const int aligned = (s % 2) == 0;
+        qcase c = {op, shapes[s][0], shapes[s][1], k,
+                   aligned ? round_up(k, 16) + 16 : k,
+                   op == OP_TERNARY ? (aligned ? round_up(k, 64) : round_up(k, 4))
+                                    : (aligned ? round_up(k, 16) : k),
+                   op == OP_INT8_I32 ? LK_I32 : (s % 3 == 2 ? LK_BF16 : LK_F32),
+                   (int)(s % 4 >= 2), 0, NULL, NULL, NULL, NULL};
+        fill(&c);
+        void *r = malloc(y_bytes(&c)), *g = malloc(y_bytes(&c));
+        if (!r || !g)
+            bail("out of memory");
+        lk_status st = run(ref, rq, &c, r);
+        if (st != LK_OK)
+            bail("ref %s %lldx%lldx%lld: %s", op_name[op], (long long)c.m, (long long)c.n,
+                 (long long)c.k, lk_last_error());
+        cases++;
+        for (size_t v = 0; v < NVAR; v++) {
+            setenv("LOCKSTEP_CUDA_TC_INT_KERNEL", variants[v], 1);
+            st = run(gpu, gq, &c, g);
+            if (st != LK_OK || memcmp(g, r, y_bytes(&c))) {
+                if (bad[v]++ < 3) {
+                    diag("%s, kernel '%s': M %lld N %lld K %lld, x ld %lld, w ld %lld, %s: %s",
+                         op_name[op], variants[v], (long long)c.m, (long long)c.n,
+                         (long long)c.k, (long long)c.xld, (long long)c.wld,
+                         lk_dtype_name(c.ydt), st ? lk_last_error() : "bits differ");
+                    if (st == LK_OK)
+                        show_diff(&c, g, r);
+                }
+            }
+        }
+        free(r);
+        free(g);
+        unfill(&c);
+    }
+    unsetenv("LOCKSTEP_CUDA_TC_INT_KERNEL");
+    for (size_t v = 0; v < NVAR; v++)
+        ok(bad[v] == 0, "%s, kernel '%s' = ref bit for bit (%d shapes, M 9..2048; %d differ)",
+           op_name[op], *variants[v] ? variants[v] : "auto", cases, bad[v]);
+}
+
+/* |acc| at its largest: ternary -128 * 2 * K, int8 (-128)^2 * 131071 =
+ * 2^31 - 2^14 (int32 out shows it exactly). */
+static void test_extremes(void)
+{
+    const struct {
+        int op;
+        int64_t k;
+    } ex[] = {{OP_TERNARY, 70001}, {OP_INT8_I32, 131071}, {OP_INT8_SCALED, 131071}};
+    for (size_t e = 0; e < sizeof ex / sizeof ex[0]; e++) {
+        const int64_t k = ex[e].k;
+        qcase c = {ex[e].op, 20, 16, k, round_up(k, 16),
+                   ex[e].op == OP_TERNARY ? round_up(k, 64) : round_up(k, 16),
+                   ex[e].op == OP_INT8_I32 ? LK_I32 : LK_F32, 1, 1, NULL, NULL, NULL, NULL};
+        fill(&c);
+        void *r = malloc(y_bytes(&c)), *g = malloc(y_bytes(&c));
+        if (!r || !g)
+            bail("out of memory");
+        lk_status st = run(ref, rq, &c, r);
+        int bad = 0;
+        for (size_t v = 0; v < NVAR; v++) {
+            setenv("LOCKSTEP_CUDA_TC_INT_KERNEL", variants[v], 1);
+            lk_status sg = run(gpu, gq, &c, g);
+            if (st != LK_OK || sg != LK_OK || memcmp(g, r, y_bytes(&c))) {
+                bad++;
+                diag("kernel '%s': %s", variants[v],
+                     st || sg ? lk_last_error() : "bits differ");
+            }
+        }
+        unsetenv("LOCKSTEP_CUDA_TC_INT_KERNEL");
+        if (ex[e].op == OP_INT8_I32 && st == LK_OK) {
+            int32_t v0;
+            memcpy(&v0, r, 4);
+            diag("int8 acc at K = 131071 with -128 everywhere: %ld (2^31 - 2^14 = %ld)",
+                 (long)v0, 2147467264L);
+            bad += v0 != 2147467264;
+        }
+        ok(bad == 0, "%s at K = %lld with extreme values: every kernel = ref", op_name[ex[e].op],
+           (long long)k);
+        free(r);
+        free(g);
+        unfill(&c);
+    }
+}
+
+int main(void)
+{
+#ifdef LK_CUDA_MODULE_DIR
+    {
+        const char *old = getenv("LOCKSTEP_DRIVER_PATH");
+        size_t len = strlen(LK_CUDA_MODULE_DIR) + (old ? strlen(old) : 0) + 2;
+        char *path = malloc(len);
+        if (path) {
+            snprintf(path, len, "%s%s%s", LK_CUDA_MODULE_DIR, old && *old ? ":" : "",
+                     old ? old : "");
+            setenv("LOCKSTEP_DRIVER_PATH", path, 1);
+            free(path);
+        }
+    }
+#endif
+    rng = tap_seed();
+    if (lk_context_create(&ctx) != LK_OK)
+        bail("no context: %s", lk_last_error());
+    if (lk_device_find(ctx, "ref", &ref) || lk_queue_create(ref, NULL, &rq))
+        bail("no ref device: %s", lk_last_error());
+    /* LOCKSTEP_TC_TEST_DEVICE=cpu runs the same checks on another device
+     * (to try the test itself where there is no GPU) */
+    const char *dev_name = getenv("LOCKSTEP_TC_TEST_DEVICE");
+    if (!dev_name || !*dev_name)
+        dev_name = "cuda:0";
+    if (lk_device_find(ctx, dev_name, &gpu) != LK_OK) {
+        lk_queue_destroy(rq);
+        lk_context_destroy(ctx);
+        skip_all("no CUDA device (or the CUDA driver is not built)");
+    }
+    lk_device_props p;
+    lk_device_props_get(gpu, &p);
+    diag("%s is %s (tensor-core kernels need sm_80 or later; older GPUs run the dp4a "
+         "kernels for every variant)", dev_name, p.description);
+    if (lk_queue_create(gpu, NULL, &gq) != LK_OK)
+        bail("no queue on %s: %s", dev_name, lk_last_error());
+    for (int op = 0; op < OP_COUNT; op++)
+        test_op(op);
+    test_extremes();
+    lk_queue_destroy(gq);
+    lk_queue_destroy(rq);
+    lk_context_destroy(ctx);
+    return done_testing();
+}
