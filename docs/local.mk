@@ -1,3 +1,4 @@
 EXTRA_DIST += docs/numerics.md
 EXTRA_DIST += docs/formats.md
 EXTRA_DIST += docs/api.md docs/drivers.md
+include docs/bench/local.mk

@@ -9,3 +9,5 @@ examples_quickstart_LDADD = liblockstep.la
 examples_cross_check_SOURCES = examples/cross_check.c
 examples_cross_check_CPPFLAGS = $(EXAMPLES_CPPFLAGS)
 examples_cross_check_LDADD = liblockstep.la
+
+include examples/bitnet/local.mk

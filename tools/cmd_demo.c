@@ -1,17 +1,457 @@
-/* Lockstep command: `lockstep demo`, a placeholder until the BitNet work
- * brings an end-to-end model run. */
-#include <stdio.h>
-#include <string.h>
+/* Lockstep command: `lockstep demo`, a BitNet b1.58 model run on every
+ * device, with the SHA-256 of every step's logits per device: the same
+ * bits everywhere, or the command fails (examples/bitnet/model.h). */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <lockstep.h>
+
+#include "examples/bitnet/model.h"
+#include "examples/bitnet/sha256.h"
+#include "examples/bitnet/vocab.h"
 #include "tools/cmd.h"
+
+#define DEMO_MAX_DEV 32
+#define DEMO_MAX_BATCH 4
+#define DEMO_MAX_BATCHES 4
+#define DEMO_MAX_STEPS 256
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: lockstep demo [options]\n\n"
+            "Runs a BitNet b1.58 decoder (RMSNorm with subln, ternary projections with\n"
+            "int8 per-token activations, RoPE, GQA attention with a KV cache, ReLU^2 FFN,\n"
+            "bf16 tied LM head, greedy argmax) on every device, prints prefill and decode\n"
+            "tokens/s and the SHA-256 of each step's logits per device, and fails unless\n"
+            "every device gives the same bits, and a sequence's logits in a batch of 4\n"
+            "are those it has alone.  Without --model: BitNet-2B-4T's layer shapes with\n"
+            "fewer layers and weights from a fixed seed (no download).\n\n"
+            "  --layers N        layers of the built-in model (default 2; 2B-4T has 30)\n"
+            "  --tiny            a tiny built-in model (dim 256, for tests)\n"
+            "  --seed N          seed of the built-in weights (default 1)\n"
+            "  --model FILE      a BitNet b1.58 GGUF file instead (TQ1_0, TQ2_0, I2_S,\n"
+            "                    or F16/F32 ternary projections)\n"
+            "  --i2s-block N     I2_S block size of the file: 128 (x86, default) or 64 (ARM)\n"
+            "  --tokens A,B,...  the prompt's token ids (default: a fixed sequence)\n"
+            "  --prompt-len N    length of the default prompt (default 8)\n"
+            "  --steps N         decode steps (default 4)\n"
+            "  --batch LIST      batch sizes to run, up to 4 (default 1,4)\n"
+            "  --device NAME     run on NAME (repeatable; default: every device that is\n"
+            "                    not emulated)\n"
+            "  --all             every device, emulated ones (SIMDe, slow) included\n"
+            "  --threads N       CPU threads per device (default: the device's)\n"
+            "  --rope MODE       neox or interleaved (default: neox built in, interleaved\n"
+            "                    for GGUF files, as llama.cpp)\n"
+            "  --write-gguf FILE write the model to FILE (with --gguf-type tq1_0, tq2_0 or\n"
+            "                    i2_s, default i2_s) and exit\n"
+            "  --no-prepare      run the plain ops on the weights as stored, not prepared\n"
+            "                    weights (the same bits either way)\n"
+            "  --no-graph        run the decode steps op by op, not as captured graphs\n"
+            "                    (CUDA graphs on GPUs, replayed records elsewhere; the\n"
+            "                    same bits either way)\n"
+            "  --full            print every step's full hash for every device\n");
+}
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int parse_list(const char *s, long *v, int max, long lo, long hi)
+{
+    int n = 0;
+    while (*s) {
+        char *end;
+        long x = strtol(s, &end, 10);
+        if (end == s || x < lo || x > hi || n == max)
+            return -1;
+        v[n++] = x;
+        s = end;
+        if (*s == ',')
+            s++;
+        else if (*s)
+            return -1;
+    }
+    return n;
+}
+
+typedef struct dev_result {
+    char name[64];
+    int ran;
+    double prefill_tps[DEMO_MAX_BATCHES], decode_tps[DEMO_MAX_BATCHES];
+    /* hash[batch][step][seq] */
+    char (*hash)[DEMO_MAX_STEPS + 1][DEMO_MAX_BATCH][65];
+    int32_t tokens[DEMO_MAX_BATCHES][DEMO_MAX_BATCH][DEMO_MAX_STEPS + 1];
+    char digest[65];
+    int graph_mode; /* bn_model_graph_mode */
+} dev_result;
 
 int lk_cmd_demo(int argc, char **argv)
 {
-    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("Usage: lockstep demo\n\nNot available yet: the demo (a BitNet b1.58 "
-               "model run, identical on every device) comes with the BitNet issue.\n");
+    long layers = 2, seed = 1, plen = 8, steps = 4, threads = 0, i2s_block = 128;
+    long batches[DEMO_MAX_BATCHES] = {1, 4}, toks[4096];
+    int nbatch = 2, ntok = 0, tiny = 0, all = 0, full = 0, ndevname = 0, prep = 1, graph = 1;
+    const char *model = NULL, *write_gguf = NULL, *rope = NULL, *devnames[DEMO_MAX_DEV];
+    uint32_t gtype = LKG_T_I2_S;
+    char err[512];
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+#define NUM(var, lo, hi)                                                                \
+    do {                                                                                \
+        if (!v || (var = strtol(v, &end, 0), *end) || var < (lo) || var > (hi)) {       \
+            fprintf(stderr, "lockstep demo: %s needs a number in [%ld, %ld]\n", a,      \
+                    (long)(lo), (long)(hi));                                            \
+            return 2;                                                                   \
+        }                                                                               \
+        i++;                                                                            \
+    } while (0)
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--layers")) {
+            NUM(layers, 1, 1000);
+        } else if (!strcmp(a, "--seed")) {
+            NUM(seed, 0, 0x7fffffffL);
+        } else if (!strcmp(a, "--prompt-len")) {
+            NUM(plen, 1, 1024);
+        } else if (!strcmp(a, "--steps")) {
+            NUM(steps, 0, DEMO_MAX_STEPS);
+        } else if (!strcmp(a, "--threads")) {
+            NUM(threads, 0, 4096);
+        } else if (!strcmp(a, "--i2s-block")) {
+            NUM(i2s_block, 64, 128);
+        } else if (!strcmp(a, "--tiny")) {
+            tiny = 1;
+        } else if (!strcmp(a, "--all")) {
+            all = 1;
+        } else if (!strcmp(a, "--full")) {
+            full = 1;
+        } else if (!strcmp(a, "--no-prepare")) {
+            prep = 0;
+        } else if (!strcmp(a, "--no-graph")) {
+            graph = 0;
+        } else if (!strcmp(a, "--model") && v) {
+            model = argv[++i];
+        } else if (!strcmp(a, "--write-gguf") && v) {
+            write_gguf = argv[++i];
+        } else if (!strcmp(a, "--gguf-type") && v) {
+            i++;
+            gtype = !strcmp(v, "tq1_0") ? LKG_T_TQ1_0 : !strcmp(v, "tq2_0") ? LKG_T_TQ2_0
+                    : !strcmp(v, "i2_s") ? LKG_T_I2_S : 0;
+            if (!gtype) {
+                fprintf(stderr, "lockstep demo: --gguf-type is tq1_0, tq2_0 or i2_s\n");
+                return 2;
+            }
+        } else if (!strcmp(a, "--rope") && v && (!strcmp(v, "neox") || !strcmp(v, "interleaved"))) {
+            rope = argv[++i];
+        } else if (!strcmp(a, "--device") && v && ndevname < DEMO_MAX_DEV) {
+            devnames[ndevname++] = argv[++i];
+        } else if (!strcmp(a, "--tokens") && v &&
+                   (ntok = parse_list(v, toks, 4096, 0, 0x7fffffffL)) > 0) {
+            i++;
+        } else if (!strcmp(a, "--batch") && v &&
+                   (nbatch = parse_list(v, batches, DEMO_MAX_BATCHES, 1, DEMO_MAX_BATCH)) > 0) {
+            i++;
+        } else {
+            fprintf(stderr, "lockstep demo: unknown or incomplete option \"%s\"\n\n", a);
+            usage(stderr);
+            return 2;
+        }
+#undef NUM
+    }
+    if (i2s_block != 64 && i2s_block != 128) {
+        fprintf(stderr, "lockstep demo: --i2s-block is 64 or 128\n");
+        return 2;
+    }
+
+    /* The weights. */
+    bn_weights w;
+    char what[256];
+    lkg_file *vocab = NULL; /* the model file, kept while it has a vocabulary */
+    if (model) {
+        lkg_file *f = NULL;
+        if (lkg_open(model, &f, err, sizeof err) ||
+            bn_weights_from_gguf(&w, f, (int)i2s_block, 0, err, sizeof err)) {
+            fprintf(stderr, "lockstep demo: %s\n", err);
+            lkg_close(f);
+            return 1;
+        }
+        if (lkg_find_kv(f, "tokenizer.ggml.tokens"))
+            vocab = f;
+        else
+            lkg_close(f);
+        snprintf(what, sizeof what, "%s", model);
+    } else {
+        bn_config cfg = tiny ? bn_config_tiny(layers) : bn_config_2b4t(layers);
+        if (bn_weights_generate(&w, &cfg, (uint64_t)seed, err, sizeof err)) {
+            fprintf(stderr, "lockstep demo: %s\n", err);
+            return 1;
+        }
+        snprintf(what, sizeof what, "built-in %s model, weights from seed %ld",
+                 tiny ? "tiny" : "BitNet-2B-4T-shaped", seed);
+    }
+    if (rope)
+        w.cfg.rope_flags = !strcmp(rope, "neox") ? LK_ROPE_NEOX : LK_ROPE_INTERLEAVED;
+    const bn_config *c = &w.cfg;
+    if (write_gguf) {
+        uint8_t *data = NULL;
+        size_t size = 0;
+        FILE *fp = NULL;
+        int bad = bn_weights_to_gguf(&w, gtype, &data, &size, err, sizeof err) ||
+                  !(fp = fopen(write_gguf, "wb")) || fwrite(data, 1, size, fp) != size;
+        if (fp && fclose(fp))
+            bad = 1;
+        free(data);
+        bn_weights_free(&w);
+        if (bad) {
+            fprintf(stderr, "lockstep demo: writing %s: %s\n", write_gguf,
+                    err[0] ? err : "I/O error");
+            return 1;
+        }
+        printf("lockstep demo: wrote %s (%zu bytes, %s projections)\n", write_gguf, size,
+               lkg_type_name(gtype));
         return 0;
     }
-    fprintf(stderr, "lockstep demo: not available yet; the demo comes with the BitNet issue\n");
-    return 2;
+
+    /* The prompts: sequence 0 is the given or default prompt, the others
+     * are variations of it, so the batch mixes different sequences. */
+    int64_t T = ntok ? ntok : plen, maxb = 1;
+    for (int i = 0; i < nbatch; i++)
+        maxb = batches[i] > maxb ? batches[i] : maxb;
+    if (T + steps > c->max_ctx) {
+        fprintf(stderr, "lockstep demo: %lld prompt tokens + %ld steps exceed the context (%lld)\n",
+                (long long)T, steps, (long long)c->max_ctx);
+        bn_weights_free(&w);
+        return 2;
+    }
+    /* The caches only need to hold this run. */
+    w.cfg.max_ctx = T + steps;
+    int32_t *prompt = malloc((size_t)(maxb * T) * sizeof *prompt);
+    float *logits = malloc((size_t)(maxb * c->vocab) * sizeof *logits);
+    if (!prompt || !logits) {
+        fprintf(stderr, "lockstep demo: out of memory\n");
+        return 1;
+    }
+    for (int64_t b = 0; b < maxb; b++)
+        for (int64_t t = 0; t < T; t++) {
+            int64_t base = ntok ? toks[t] : 1 + 31 * t;
+            if (ntok && toks[t] >= c->vocab) {
+                fprintf(stderr, "lockstep demo: token %ld is outside the vocabulary (%lld)\n",
+                        toks[t], (long long)c->vocab);
+                return 2;
+            }
+            prompt[b * T + t] = (int32_t)((base + 7919 * b) % c->vocab);
+        }
+
+    /* The devices. */
+    lk_context *ctx = NULL;
+    if (lk_context_create(&ctx) != LK_OK) {
+        fprintf(stderr, "lockstep demo: %s\n", lk_last_error());
+        return 1;
+    }
+    lk_device *devs[DEMO_MAX_DEV];
+    int ndev = 0;
+    if (ndevname) {
+        for (int i = 0; i < ndevname; i++)
+            if (lk_device_find(ctx, devnames[i], &devs[ndev]) == LK_OK)
+                ndev++;
+            else {
+                fprintf(stderr, "lockstep demo: %s\n", lk_last_error());
+                lk_context_destroy(ctx);
+                return 2;
+            }
+    } else {
+        int n = lk_device_count(ctx), named_cpu = 0;
+        for (int i = 0; i < n; i++) {
+            lk_device *d;
+            if (lk_device_get(ctx, i, &d) == LK_OK && !strncmp(lk_device_name(d), "cpu:", 4))
+                named_cpu = 1;
+        }
+        for (int i = 0; i < n && ndev < DEMO_MAX_DEV; i++) {
+            lk_device *d;
+            lk_device_props p;
+            if (lk_device_get(ctx, i, &d) != LK_OK || lk_device_props_get(d, &p) != LK_OK)
+                continue;
+            /* "cpu" is one of the cpu:<isa> devices under another name;
+             * test-only devices are not part of the product. */
+            if ((named_cpu && !strcmp(p.name, "cpu")) || p.kind == LK_DEVICE_OTHER ||
+                (p.emulated && !all))
+                continue;
+            devs[ndev++] = d;
+        }
+    }
+
+    printf("lockstep demo: BitNet b1.58, %s\n"
+           "  %lld layers, hidden %lld, %lld heads / %lld KV heads of %lld, FFN %lld, vocab %lld, "
+           "theta %g, %s RoPE\n"
+           "  prompt of %lld tokens, %ld decode steps, batch sizes",
+           what, (long long)c->n_layer, (long long)c->dim, (long long)c->n_head,
+           (long long)c->n_kv, (long long)c->head_dim, (long long)c->ffn, (long long)c->vocab,
+           (double)c->theta, c->rope_flags == LK_ROPE_NEOX ? "neox" : "interleaved",
+           (long long)T, steps);
+    for (int i = 0; i < nbatch; i++)
+        printf("%s%ld", i ? ", " : " ", batches[i]);
+    printf("; %d devices\n\n", ndev);
+
+    dev_result *res = calloc((size_t)ndev, sizeof *res);
+    int failed = 0;
+    printf("%-24s", "device");
+    for (int i = 0; i < nbatch; i++)
+        printf("  prefill b%ld   decode b%ld ", batches[i], batches[i]);
+    printf(" (tokens/s)\n");
+    for (int di = 0; di < ndev; di++) {
+        dev_result *r = &res[di];
+        snprintf(r->name, sizeof r->name, "%s", lk_device_name(devs[di]));
+        r->hash = calloc((size_t)nbatch, sizeof *r->hash);
+        bn_model *m = NULL;
+        printf("%-24s", r->name);
+        fflush(stdout);
+        unsigned mflags = (prep ? BN_PREPARED : 0) | (graph ? BN_GRAPH : 0);
+        if (!r->hash || bn_model_create(devs[di], (int)threads, &w, maxb, T, mflags, &m, err,
+                                     sizeof err)) {
+            printf("  cannot run: %s\n", r->hash ? err : "out of memory");
+            failed = 1;
+            continue;
+        }
+        /* One untimed token first: lazy initialisation (GPU modules, thread
+         * pools, page faults) is not what the rates should measure.  The
+         * timed prefill rewrites the cache row it leaves. */
+        int32_t warm[DEMO_MAX_BATCH];
+        int bad = bn_model_forward(m, 1, 1, 0, prompt, NULL, warm, err, sizeof err);
+        for (int bi = 0; bi < nbatch && !bad; bi++) {
+            int64_t B = batches[bi];
+            int32_t next[DEMO_MAX_BATCH];
+            double t0 = now();
+            bad = bn_model_forward(m, B, T, 0, prompt, logits, next, err, sizeof err);
+            double t1 = now();
+            r->prefill_tps[bi] = (double)(B * T) / (t1 - t0);
+            double tdec = 0;
+            for (long s = 0; !bad; s++) {
+                for (int64_t b = 0; b < B; b++) {
+                    lk_sha256_hex(logits + b * c->vocab, (size_t)c->vocab * sizeof(float),
+                                  r->hash[bi][s][b]);
+                    r->tokens[bi][b][s] = next[b];
+                }
+                if (s == steps)
+                    break;
+                int32_t ids[DEMO_MAX_BATCH];
+                memcpy(ids, next, sizeof ids);
+                t0 = now();
+                bad = bn_model_forward(m, B, 1, T + s, ids, logits, next, err, sizeof err);
+                tdec += now() - t0;
+            }
+            r->decode_tps[bi] = steps && tdec > 0 ? (double)(B * steps) / tdec : 0;
+            if (steps)
+                r->graph_mode = bn_model_graph_mode(m);
+            if (!bad)
+                printf("  %10.2f  %10.2f  ", r->prefill_tps[bi], r->decode_tps[bi]);
+            fflush(stdout);
+        }
+        bn_model_destroy(m);
+        if (bad) {
+            printf("  failed: %s\n", err);
+            failed = 1;
+            continue;
+        }
+        r->ran = 1;
+        lk_sha256 s;
+        uint8_t d[32];
+        lk_sha256_init(&s);
+        for (int bi = 0; bi < nbatch; bi++)
+            for (long st = 0; st <= steps; st++)
+                for (int64_t b = 0; b < batches[bi]; b++)
+                    lk_sha256_update(&s, r->hash[bi][st][b], 64);
+        lk_sha256_final(&s, d);
+        lk_sha256_tohex(d, r->digest);
+        printf("\n");
+    }
+
+    /* The hashes: batch 1 (or the first batch size) sequence 0 per step. */
+    int ref = -1;
+    for (int di = 0; di < ndev && ref < 0; di++)
+        if (res[di].ran)
+            ref = di;
+    if (ref < 0) {
+        printf("\nno device could run the model\n");
+        failed = 1;
+    } else {
+        printf("\nSHA-256 of the logits of sequence 0, batch %ld (step 0 is the prefill's last "
+               "token)%s:\n", batches[0], full ? "" : ", first 16 hex digits per device");
+        for (long st = 0; st <= steps; st++) {
+            if (full) {
+                for (int di = 0; di < ndev; di++)
+                    if (res[di].ran)
+                        printf("step %-3ld %-24s %s\n", st, res[di].name, res[di].hash[0][st][0]);
+                continue;
+            }
+            printf("step %-3ld", st);
+            int same = 1;
+            for (int di = 0; di < ndev; di++)
+                if (res[di].ran) {
+                    printf(" %.16s", res[di].hash[0][st][0]);
+                    same &= !strcmp(res[di].hash[0][st][0], res[ref].hash[0][st][0]);
+                }
+            printf("  %s\n", same ? "same" : "DIFFERENT");
+        }
+        printf("\ntokens (sequence 0):");
+        for (long st = 0; st <= steps; st++)
+            printf(" %d", res[ref].tokens[0][0][st]);
+        if (vocab) {
+            char piece[256];
+            printf("\ntext (sequence 0): \"");
+            for (int64_t t = 0; t < T; t++)
+                if (bn_detok(vocab, prompt[t], piece, sizeof piece) >= 0)
+                    printf("%s", piece);
+            printf("\" ->");
+            for (long st = 0; st <= steps; st++)
+                if (bn_detok(vocab, res[ref].tokens[0][0][st], piece, sizeof piece) >= 0)
+                    printf(" \"%s\"", piece);
+        }
+        printf("\n\ndigest of every step, sequence and batch size per device:\n");
+        int all_same = 1, inv = 1;
+        for (int di = 0; di < ndev; di++) {
+            if (!res[di].ran)
+                continue;
+            int same = !strcmp(res[di].digest, res[ref].digest);
+            all_same &= same;
+            static const char *const mode[3] = {"eager", "graphs replayed by the core",
+                                                "CUDA graphs"};
+            printf("  %-24s %s%s  (decode: %s)\n", res[di].name, res[di].digest,
+                   same ? "" : "  DIFFERENT", mode[res[di].graph_mode]);
+            /* A sequence alone and in a batch: sequence 0 of every batch
+             * size against the first. */
+            for (int bi = 1; bi < nbatch; bi++)
+                for (long st = 0; st <= steps; st++)
+                    if (strcmp(res[di].hash[bi][st][0], res[di].hash[0][st][0])) {
+                        if (inv)
+                            printf("    batch %ld changes sequence 0's logits at step %ld\n",
+                                   batches[bi], st);
+                        inv = 0;
+                    }
+        }
+        printf("\n%s on %d device%s; batch invariance %s\n",
+               all_same ? "identical logits" : "DIFFERENT logits", ndev, ndev == 1 ? "" : "s",
+               nbatch < 2 ? "not checked (one batch size)" : inv ? "holds" : "BROKEN");
+        failed |= !all_same || !inv;
+    }
+    for (int di = 0; di < ndev; di++)
+        free(res[di].hash);
+    free(res);
+    free(prompt);
+    free(logits);
+    bn_weights_free(&w);
+    lkg_close(vocab);
+    lk_context_destroy(ctx);
+    return failed ? 1 : 0;
 }

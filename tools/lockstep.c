@@ -19,7 +19,7 @@ static const struct {
     {"info", lk_cmd_info, "version, drivers, devices, topology, and what \"auto\" picks"},
     {"check", lk_cmd_check, "run every op on every device and compare bits with the reference"},
     {"bench", lk_cmd_bench, "time ops against the peers this build knows (prints ratios)"},
-    {"demo", lk_cmd_demo, "an end-to-end model run (comes with the BitNet work)"},
+    {"demo", lk_cmd_demo, "a BitNet b1.58 model on every device: the same logits bits"},
 };
 #define LK_NCOMMANDS (sizeof lk_commands / sizeof lk_commands[0])
 

@@ -1,0 +1,31 @@
+# The BitNet b1.58 example (issue 7): a GGUF reader and writer, the decoder
+# built on Lockstep's ops, and a small SHA-256.  One convenience library that
+# `lockstep demo` (tools/cmd_demo.c) and the tests link; compiled as a user
+# would compile it (public headers only, no internal defines).
+noinst_LTLIBRARIES += examples/bitnet/libbitnet.la
+examples_bitnet_libbitnet_la_SOURCES = \
+	examples/bitnet/gguf.h \
+	examples/bitnet/gguf.c \
+	examples/bitnet/gguf_write.c \
+	examples/bitnet/model.h \
+	examples/bitnet/model.c \
+	examples/bitnet/sha256.h \
+	examples/bitnet/sha256.c \
+	examples/bitnet/vocab.h \
+	examples/bitnet/vocab.c
+examples_bitnet_libbitnet_la_CPPFLAGS = $(EXAMPLES_CPPFLAGS)
+examples_bitnet_libbitnet_la_LIBADD = -lm
+
+# `lockstep demo` (tools/cmd_demo.c) runs the model.
+tools_lockstep_LDADD += examples/bitnet/libbitnet.la
+
+# The GGUF reader: round trips of every type, malformed files, a fuzz loop.
+check_PROGRAMS += tests/test_gguf
+TESTS += tests/test_gguf
+tests_test_gguf_LDADD = examples/bitnet/libbitnet.la liblockstep.la
+
+# The demo model on every device, bit for bit, batch 1 against batch 4, and
+# through GGUF files of each ternary type.
+check_PROGRAMS += tests/test_demo
+TESTS += tests/test_demo
+tests_test_demo_LDADD = examples/bitnet/libbitnet.la liblockstep.la

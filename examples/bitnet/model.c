@@ -1,0 +1,857 @@
+/* BitNet example: the decoder (model.h). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+bn_config bn_config_2b4t(int64_t n_layer)
+{
+    bn_config c = {n_layer, 2560, 20, 5, 128, 6912, 128256, 256, 500000.0f, 1e-5f, LK_ROPE_NEOX};
+    return c;
+}
+
+bn_config bn_config_tiny(int64_t n_layer)
+{
+    bn_config c = {n_layer, 256, 4, 2, 64, 512, 1000, 64, 10000.0f, 1e-5f, LK_ROPE_NEOX};
+    return c;
+}
+
+/* ------------------------------------------------------------ weights */
+
+static uint64_t rnd(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int tern_alloc(lkg_ternary *t, int64_t rows, int64_t cols, int64_t nscale)
+{
+    t->rows = rows;
+    t->cols = cols;
+    t->ld = (cols + 3) / 4 * 4;
+    t->nscale = nscale;
+    t->codes = malloc((size_t)(rows * (t->ld / 4)));
+    t->scale = malloc((size_t)nscale * sizeof(float));
+    return t->codes && t->scale ? 0 : -1;
+}
+
+/* Uniform codes 0..2; scale 1 / sqrt(2/3 K) rounded to f16, so that an
+ * output has about unit variance and every GGUF type stores it exactly. */
+static int tern_random(lkg_ternary *t, int64_t rows, int64_t cols, uint64_t *s)
+{
+    if (tern_alloc(t, rows, cols, 1))
+        return -1;
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *row = t->codes + r * (t->ld / 4);
+        for (int64_t b = 0; b < t->ld / 4; b++) {
+            uint64_t x = rnd(s);
+            uint8_t v = 0;
+            for (int i = 0; i < 4; i++) {
+                int64_t k = b * 4 + i;
+                unsigned code = k < cols ? (unsigned)((x >> (16 * i)) % 3u) : 1u;
+                v |= (uint8_t)(code << 2 * i);
+            }
+            row[b] = v;
+        }
+    }
+    float sc = 1.0f / sqrtf((float)cols * (2.0f / 3.0f));
+    t->scale[0] = lk_f16_to_f32(lk_f32_to_f16(sc));
+    return 0;
+}
+
+static float *norm_random(int64_t n, uint64_t *s)
+{
+    float *p = malloc((size_t)n * sizeof *p);
+    for (int64_t i = 0; p && i < n; i++)
+        p[i] = 0.875f + (float)(rnd(s) >> 40) * 0x1p-26f; /* [0.875, 1.125) */
+    return p;
+}
+
+int bn_weights_generate(bn_weights *w, const bn_config *cfg, uint64_t seed, char *err,
+                        size_t errlen)
+{
+    uint64_t s = seed;
+    const bn_config c = *cfg;
+    memset(w, 0, sizeof *w);
+    w->cfg = c;
+    size_t ne = (size_t)(c.vocab * c.dim);
+    w->embd = malloc(ne * sizeof *w->embd);
+    w->layers = calloc((size_t)c.n_layer, sizeof *w->layers);
+    if (!w->embd || !w->layers)
+        goto oom;
+    for (size_t i = 0; i < ne; i++) {
+        uint64_t x = rnd(&s);
+        /* Two values per draw: uniform multiples of 2^-14 in [-1/16, 1/16). */
+        w->embd[i] = lk_f32_to_bf16((float)((int32_t)(x & 0x7ff) - 1024) * 0x1p-14f);
+        if (++i < ne)
+            w->embd[i] = lk_f32_to_bf16((float)((int32_t)((x >> 32) & 0x7ff) - 1024) * 0x1p-14f);
+    }
+    if (!(w->out_norm = norm_random(c.dim, &s)))
+        goto oom;
+    const int64_t qd = c.n_head * c.head_dim, kvd = c.n_kv * c.head_dim;
+    for (int64_t l = 0; l < c.n_layer; l++) {
+        bn_layer_w *L = &w->layers[l];
+        if (!(L->attn_norm = norm_random(c.dim, &s)) || !(L->attn_sub_norm = norm_random(qd, &s)) ||
+            !(L->ffn_norm = norm_random(c.dim, &s)) || !(L->ffn_sub_norm = norm_random(c.ffn, &s)) ||
+            tern_random(&L->wq, qd, c.dim, &s) || tern_random(&L->wk, kvd, c.dim, &s) ||
+            tern_random(&L->wv, kvd, c.dim, &s) || tern_random(&L->wo, c.dim, qd, &s) ||
+            tern_random(&L->wgate, c.ffn, c.dim, &s) || tern_random(&L->wup, c.ffn, c.dim, &s) ||
+            tern_random(&L->wdown, c.dim, c.ffn, &s))
+            goto oom;
+    }
+    return 0;
+oom:
+    bn_weights_free(w);
+    return fail(err, errlen, "out of memory generating the weights");
+}
+
+void bn_weights_free(bn_weights *w)
+{
+    if (!w)
+        return;
+    for (int64_t l = 0; w->layers && l < w->cfg.n_layer; l++) {
+        bn_layer_w *L = &w->layers[l];
+        free(L->attn_norm), free(L->attn_sub_norm), free(L->ffn_norm), free(L->ffn_sub_norm);
+        lkg_ternary *t[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wgate, &L->wup, &L->wdown};
+        for (int i = 0; i < 7; i++)
+            lkg_ternary_free(t[i]);
+    }
+    free(w->layers);
+    free(w->embd);
+    free(w->lm_head);
+    free(w->out_norm);
+    memset(w, 0, sizeof *w);
+}
+
+/* ------------------------------------------------------------ GGUF */
+
+static const char *const tern_names[7] = {"attn_q", "attn_k", "attn_v", "attn_output",
+                                          "ffn_gate", "ffn_up", "ffn_down"};
+static const char *const norm_names[4] = {"attn_norm", "attn_sub_norm", "ffn_norm",
+                                          "ffn_sub_norm"};
+
+static lkg_ternary *layer_tern(bn_layer_w *L, int i)
+{
+    lkg_ternary *t[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wgate, &L->wup, &L->wdown};
+    return t[i];
+}
+
+static float **layer_norm(bn_layer_w *L, int i)
+{
+    float **n[4] = {&L->attn_norm, &L->attn_sub_norm, &L->ffn_norm, &L->ffn_sub_norm};
+    return n[i];
+}
+
+/* A float tensor that holds exactly {-s, 0, +s} (as bitnet.cpp's converter
+ * writes F16 projections) as LK_T2 with scale s. */
+static int float_ternary(const lkg_tensor *t, lkg_ternary *out, char *err, size_t errlen)
+{
+    int64_t rows, cols;
+    if (lkg_tensor_shape(t, &rows, &cols, err, errlen))
+        return -1;
+    float *v = malloc((size_t)(rows * cols) * sizeof *v);
+    if (!v || lkg_tensor_to_f32(t, v, err, errlen) || tern_alloc(out, rows, cols, 1)) {
+        free(v);
+        lkg_ternary_free(out);
+        return v ? -1 : fail(err, errlen, "out of memory");
+    }
+    float s = 0;
+    for (int64_t i = 0; i < rows * cols; i++)
+        if (v[i] != 0) {
+            s = v[i] < 0 ? -v[i] : v[i];
+            break;
+        }
+    memset(out->codes, 0x55, (size_t)(rows * (out->ld / 4)));
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t k = 0; k < cols; k++) {
+            float x = v[r * cols + k];
+            unsigned code = x == 0 ? 1u : x == s ? 2u : x == -s ? 0u : 3u;
+            if (code == 3u) {
+                free(v);
+                lkg_ternary_free(out);
+                return fail(err, errlen, "tensor '%.*s' is %s but not ternary (%g and %g)",
+                            (int)(t->name.len > 64 ? 64 : t->name.len), t->name.s,
+                            lkg_type_name(t->type), (double)s, (double)x);
+            }
+            uint8_t *b = out->codes + r * (out->ld / 4) + k / 4;
+            *b = (uint8_t)((*b & ~(3u << 2 * (k % 4))) | code << 2 * (k % 4));
+        }
+    out->scale[0] = s;
+    free(v);
+    return 0;
+}
+
+static int want_shape(const lkg_tensor *t, const char *name, int64_t rows, int64_t cols,
+                      char *err, size_t errlen)
+{
+    int64_t r, c;
+    if (!t)
+        return fail(err, errlen, "tensor '%s' is missing", name);
+    if (lkg_tensor_shape(t, &r, &c, err, errlen))
+        return -1;
+    if (r != rows || c != cols)
+        return fail(err, errlen, "tensor '%s' is %lld x %lld, the model needs %lld x %lld", name,
+                    (long long)r, (long long)c, (long long)rows, (long long)cols);
+    return 0;
+}
+
+int bn_weights_from_gguf(bn_weights *w, const lkg_file *f, int i2s_block, int64_t max_ctx,
+                         char *err, size_t errlen)
+{
+    char arch[64], key[160], name[96];
+    uint64_t u;
+    bn_config c;
+    memset(w, 0, sizeof *w);
+    memset(&c, 0, sizeof c);
+    if (lkg_get_str(f, "general.architecture", arch, sizeof arch, err, errlen))
+        return -1;
+#define U64(field, suffix, required)                                                     \
+    do {                                                                                 \
+        snprintf(key, sizeof key, "%s.%s", arch, suffix);                                \
+        if (lkg_get_u64(f, key, &u, err, errlen) == 0) {                                 \
+            if (u == 0 || u > ((uint64_t)1 << 31))                                       \
+                return fail(err, errlen, "metadata '%s' = %llu is absurd", key,          \
+                            (unsigned long long)u);                                      \
+            c.field = (int64_t)u;                                                        \
+        } else if (required)                                                             \
+            return -1;                                                                   \
+    } while (0)
+    U64(n_layer, "block_count", 1);
+    U64(dim, "embedding_length", 1);
+    U64(ffn, "feed_forward_length", 1);
+    U64(n_head, "attention.head_count", 1);
+    c.n_kv = c.n_head;
+    U64(n_kv, "attention.head_count_kv", 0);
+    c.max_ctx = 4096;
+    U64(max_ctx, "context_length", 0);
+    U64(vocab, "vocab_size", 0);
+#undef U64
+    if (max_ctx > 0 && max_ctx < c.max_ctx)
+        c.max_ctx = max_ctx;
+    c.theta = 10000.0f;
+    snprintf(key, sizeof key, "%s.rope.freq_base", arch);
+    lkg_get_f32(f, key, &c.theta, NULL, 0);
+    c.eps = 1e-5f;
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
+    lkg_get_f32(f, key, &c.eps, NULL, 0);
+    if (c.dim % c.n_head || c.n_head % c.n_kv || (c.dim / c.n_head) % 2)
+        return fail(err, errlen, "dim %lld, %lld heads, %lld KV heads do not fit together",
+                    (long long)c.dim, (long long)c.n_head, (long long)c.n_kv);
+    c.head_dim = c.dim / c.n_head;
+    /* llama.cpp runs the llama and bitnet architectures in its "normal"
+     * rope mode, which pairs (2i, 2i + 1). */
+    c.rope_flags = LK_ROPE_INTERLEAVED;
+    const lkg_tensor *te = lkg_find_tensor(f, "token_embd.weight");
+    if (!te)
+        return fail(err, errlen, "tensor 'token_embd.weight' is missing");
+    if (c.vocab == 0)
+        c.vocab = (int64_t)te->ne[1];
+    if (want_shape(te, "token_embd.weight", c.vocab, c.dim, err, errlen))
+        return -1;
+    w->cfg = c;
+    w->layers = calloc((size_t)c.n_layer, sizeof *w->layers);
+    w->embd = malloc((size_t)(c.vocab * c.dim) * 2);
+    w->out_norm = malloc((size_t)c.dim * 4);
+    if (!w->layers || !w->embd || !w->out_norm) {
+        bn_weights_free(w);
+        return fail(err, errlen, "out of memory");
+    }
+    if (lkg_tensor_to_bf16(te, w->embd, err, errlen))
+        goto bad;
+    const lkg_tensor *to = lkg_find_tensor(f, "output.weight");
+    if (to) {
+        if (want_shape(to, "output.weight", c.vocab, c.dim, err, errlen) ||
+            !(w->lm_head = malloc((size_t)(c.vocab * c.dim) * 2)) ||
+            lkg_tensor_to_bf16(to, w->lm_head, err, errlen))
+            goto bad;
+    }
+    const lkg_tensor *tn = lkg_find_tensor(f, "output_norm.weight");
+    if (want_shape(tn, "output_norm.weight", 1, c.dim, err, errlen) ||
+        lkg_tensor_to_f32(tn, w->out_norm, err, errlen))
+        goto bad;
+    const int64_t qd = c.n_head * c.head_dim, kvd = c.n_kv * c.head_dim;
+    const int64_t trows[7] = {qd, kvd, kvd, c.dim, c.ffn, c.ffn, c.dim};
+    const int64_t tcols[7] = {c.dim, c.dim, c.dim, qd, c.dim, c.dim, c.ffn};
+    const int64_t nlen[4] = {c.dim, qd, c.dim, c.ffn};
+    for (int64_t l = 0; l < c.n_layer; l++) {
+        bn_layer_w *L = &w->layers[l];
+        for (int i = 0; i < 4; i++) {
+            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)l, norm_names[i]);
+            const lkg_tensor *t = lkg_find_tensor(f, name);
+            float **dst = layer_norm(L, i);
+            if (want_shape(t, name, 1, nlen[i], err, errlen) ||
+                !(*dst = malloc((size_t)nlen[i] * 4)) || lkg_tensor_to_f32(t, *dst, err, errlen))
+                goto bad;
+        }
+        for (int i = 0; i < 7; i++) {
+            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)l, tern_names[i]);
+            const lkg_tensor *t = lkg_find_tensor(f, name);
+            if (want_shape(t, name, trows[i], tcols[i], err, errlen))
+                goto bad;
+            int rc = t->type == LKG_T_F32 || t->type == LKG_T_F16 || t->type == LKG_T_BF16
+                         ? float_ternary(t, layer_tern(L, i), err, errlen)
+                         : lkg_tensor_to_t2(t, i2s_block, layer_tern(L, i), err, errlen);
+            if (rc)
+                goto bad;
+        }
+    }
+    return 0;
+bad:
+    bn_weights_free(w);
+    return -1;
+}
+
+int bn_weights_to_gguf(const bn_weights *w, uint32_t ttype, uint8_t **data, size_t *size,
+                       char *err, size_t errlen)
+{
+    const bn_config *c = &w->cfg;
+    const char *arch = "bitnet-b1.58";
+    char key[128], name[96];
+    lkg_writer *wr = lkg_writer_new(32);
+    int rc = 0;
+    if (!wr)
+        return fail(err, errlen, "out of memory");
+    rc |= lkg_w_str(wr, "general.architecture", arch);
+    rc |= lkg_w_str(wr, "general.name", "lockstep-demo");
+#define PUTU(suffix, v) (snprintf(key, sizeof key, "%s.%s", arch, suffix), lkg_w_u32(wr, key, (uint32_t)(v)))
+#define PUTF(suffix, v) (snprintf(key, sizeof key, "%s.%s", arch, suffix), lkg_w_f32(wr, key, v))
+    rc |= PUTU("block_count", c->n_layer);
+    rc |= PUTU("embedding_length", c->dim);
+    rc |= PUTU("feed_forward_length", c->ffn);
+    rc |= PUTU("attention.head_count", c->n_head);
+    rc |= PUTU("attention.head_count_kv", c->n_kv);
+    rc |= PUTU("context_length", c->max_ctx);
+    rc |= PUTU("vocab_size", c->vocab);
+    rc |= PUTF("rope.freq_base", c->theta);
+    rc |= PUTF("attention.layer_norm_rms_epsilon", c->eps);
+#undef PUTU
+#undef PUTF
+    /* A placeholder vocabulary ("<t0>", "<t1>", ...) so that the file is
+     * complete and `lockstep demo --model` can print tokens as text. */
+    char **toks = calloc((size_t)c->vocab, sizeof *toks);
+    for (int64_t i = 0; toks && i < c->vocab; i++)
+        if ((toks[i] = malloc(24)))
+            snprintf(toks[i], 24, "<t%lld>", (long long)i);
+    rc |= lkg_w_str(wr, "tokenizer.ggml.model", "gpt2");
+    rc |= toks ? lkg_w_str_array(wr, "tokenizer.ggml.tokens", (const char *const *)toks,
+                                 (uint64_t)c->vocab)
+               : -1;
+    for (int64_t i = 0; toks && i < c->vocab; i++)
+        rc |= toks[i] ? 0 : -1, free(toks[i]);
+    free(toks);
+    uint64_t ne[2] = {(uint64_t)c->dim, (uint64_t)c->vocab};
+    rc |= lkg_w_tensor(wr, "token_embd.weight", LKG_T_BF16, 2, ne, w->embd,
+                       (uint64_t)(c->vocab * c->dim) * 2);
+    if (w->lm_head)
+        rc |= lkg_w_tensor(wr, "output.weight", LKG_T_BF16, 2, ne, w->lm_head,
+                           (uint64_t)(c->vocab * c->dim) * 2);
+    ne[0] = (uint64_t)c->dim;
+    rc |= lkg_w_tensor(wr, "output_norm.weight", LKG_T_F32, 1, ne, w->out_norm,
+                       (uint64_t)c->dim * 4);
+    for (int64_t l = 0; l < c->n_layer && !rc; l++) {
+        bn_layer_w *L = &w->layers[l];
+        const int64_t nlen[4] = {c->dim, c->n_head * c->head_dim, c->dim, c->ffn};
+        for (int i = 0; i < 4; i++) {
+            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)l, norm_names[i]);
+            ne[0] = (uint64_t)nlen[i];
+            rc |= lkg_w_tensor(wr, name, LKG_T_F32, 1, ne, *layer_norm(L, i),
+                               (uint64_t)nlen[i] * 4);
+        }
+        for (int i = 0; i < 7 && !rc; i++) {
+            const lkg_ternary *t = layer_tern(L, i);
+            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)l, tern_names[i]);
+            uint64_t nb = lkg_ternary_bytes(ttype, t->rows, t->cols, 128);
+            uint8_t *buf = malloc(nb ? (size_t)nb : 1);
+            float *rs = malloc((size_t)t->rows * sizeof *rs);
+            if (!buf || !rs) {
+                free(buf), free(rs);
+                rc = -1;
+                break;
+            }
+            for (int64_t r = 0; r < t->rows; r++)
+                rs[r] = t->scale[t->nscale == 1 ? 0 : r];
+            if (lkg_encode_ternary(ttype, t->codes, t->rows, t->cols, ttype == LKG_T_I2_S ? t->scale : rs,
+                                   128, buf)) {
+                free(buf), free(rs);
+                lkg_writer_free(wr);
+                return fail(err, errlen, "%s: cannot be stored as %s (shape %lld x %lld)", name,
+                            lkg_type_name(ttype), (long long)t->rows, (long long)t->cols);
+            }
+            ne[0] = (uint64_t)t->cols;
+            ne[1] = (uint64_t)t->rows;
+            rc |= lkg_w_tensor(wr, name, ttype, 2, ne, buf, nb);
+            free(buf), free(rs);
+        }
+    }
+    if (rc || lkg_writer_finish(wr, data, size)) {
+        lkg_writer_free(wr);
+        return fail(err, errlen, "out of memory writing the GGUF file");
+    }
+    lkg_writer_free(wr);
+    return 0;
+}
+
+/* ------------------------------------------------------------ device */
+
+typedef struct bn_tdev {
+    void *codes, *scale;
+    int64_t nscale;
+    lk_weights *prep; /* NULL: lk_ternary_gemm on codes and scale */
+} bn_tdev;
+
+typedef struct bn_ldev {
+    void *attn_norm, *attn_sub_norm, *ffn_norm, *ffn_sub_norm;
+    bn_tdev t[7];
+    float *kc, *vc; /* [max_batch][max_ctx][kvd] */
+} bn_ldev;
+
+struct bn_model {
+    lk_device *dev;
+    lk_queue *q;
+    int host;
+    bn_config c;
+    int64_t max_b, max_t;
+    void **allocs;
+    int nalloc, capalloc;
+    void *embd, *lm_head, *out_norm;
+    lk_weights *head_prep;
+    int nprep;
+    bn_ldev *L;
+    /* activations: M = max_b * max_t rows */
+    float *x, *xn, *qb, *kb, *vb, *att, *tmp, *g, *u, *logits;
+    int8_t *xq;
+    float *xs;
+    int32_t *ids, *pos;
+    int64_t *am;
+    int32_t *h_ids, *h_pos; /* host staging, alive until the sync */
+    int64_t *h_am;
+    unsigned flags;
+    lk_graph **seg;  /* BN_GRAPH: the decode step's n_layer + 1 segments */
+    int64_t seg_b;   /* the batch they were captured for, 0: none */
+};
+
+static void *dalloc(bn_model *m, size_t bytes)
+{
+    void *p = NULL;
+    if (m->nalloc == m->capalloc) {
+        int cap = m->capalloc ? m->capalloc * 2 : 64;
+        void **a = realloc(m->allocs, (size_t)cap * sizeof *a);
+        if (!a)
+            return NULL;
+        m->allocs = a;
+        m->capalloc = cap;
+    }
+    if (lk_malloc(m->dev, bytes ? bytes : 1, &p) != LK_OK)
+        return NULL;
+    m->allocs[m->nalloc++] = p;
+    return p;
+}
+
+/* Host-memory devices read the host copy in place; others get their own. */
+static void *upload(bn_model *m, const void *host, size_t bytes)
+{
+    if (m->host)
+        return (void *)(uintptr_t)host;
+    void *p = dalloc(m, bytes);
+    if (p && lk_memcpy(m->q, p, host, bytes, LK_COPY_HOST_TO_DEVICE) != LK_OK)
+        return NULL;
+    return p;
+}
+
+static void drop_graphs(bn_model *m);
+
+void bn_model_destroy(bn_model *m)
+{
+    if (!m)
+        return;
+    if (m->q)
+        lk_queue_sync(m->q);
+    drop_graphs(m);
+    if (m->q)
+        lk_queue_destroy(m->q);
+    for (int64_t l = 0; m->L && l < m->c.n_layer; l++)
+        for (int i = 0; i < 7; i++)
+            lk_weights_destroy(m->L[l].t[i].prep);
+    lk_weights_destroy(m->head_prep);
+    for (int i = 0; i < m->nalloc; i++)
+        lk_free(m->dev, m->allocs[i]);
+    free(m->allocs);
+    free(m->L);
+    free(m->h_ids);
+    free(m->h_pos);
+    free(m->h_am);
+    free(m);
+}
+
+int bn_model_prepared(const bn_model *m)
+{
+    return m->nprep;
+}
+
+/* A prepared copy of w, or NULL where the device cannot make one (the plain
+ * op then runs on w: the same bits). */
+static lk_weights *prepare(bn_model *m, const lk_tensor *w, const lk_tensor *scale)
+{
+    lk_weights *h = NULL;
+    if (lk_weights_prepare(m->q, w, scale, &h) != LK_OK)
+        return NULL;
+    m->nprep++;
+    return h;
+}
+
+int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t max_batch,
+                    int64_t max_tokens, unsigned flags, bn_model **out, char *err,
+                    size_t errlen)
+{
+    lk_device_props props;
+    bn_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return fail(err, errlen, "out of memory");
+    m->dev = dev;
+    m->c = w->cfg;
+    m->max_b = max_batch;
+    m->max_t = max_tokens;
+    m->flags = flags;
+    lk_queue_opts opts = {threads, NULL};
+    if (lk_device_props_get(dev, &props) != LK_OK || lk_queue_create(dev, &opts, &m->q) != LK_OK) {
+        fail(err, errlen, "%s", lk_last_error());
+        bn_model_destroy(m);
+        return -1;
+    }
+    m->host = props.host_memory;
+    const bn_config *c = &m->c;
+    const int64_t qd = c->n_head * c->head_dim, kvd = c->n_kv * c->head_dim;
+    const int64_t M = max_batch * max_tokens;
+    const int64_t wide = c->ffn > c->dim ? (c->ffn > qd ? c->ffn : qd) : (c->dim > qd ? c->dim : qd);
+    int ok = 1;
+    m->L = calloc((size_t)c->n_layer, sizeof *m->L);
+    m->h_ids = malloc((size_t)M * 4);
+    m->h_pos = malloc((size_t)M * 4);
+    m->h_am = malloc((size_t)max_batch * 8);
+    ok = m->L && m->h_ids && m->h_pos && m->h_am;
+    size_t eb = (size_t)(c->vocab * c->dim) * 2;
+    ok = ok && (m->embd = upload(m, w->embd, eb));
+    ok = ok && (m->lm_head = w->lm_head ? upload(m, w->lm_head, eb) : m->embd);
+    ok = ok && (m->out_norm = upload(m, w->out_norm, (size_t)c->dim * 4));
+    for (int64_t l = 0; ok && l < c->n_layer; l++) {
+        bn_layer_w *L = &w->layers[l];
+        bn_ldev *D = &m->L[l];
+        ok = ok && (D->attn_norm = upload(m, L->attn_norm, (size_t)c->dim * 4));
+        ok = ok && (D->attn_sub_norm = upload(m, L->attn_sub_norm, (size_t)qd * 4));
+        ok = ok && (D->ffn_norm = upload(m, L->ffn_norm, (size_t)c->dim * 4));
+        ok = ok && (D->ffn_sub_norm = upload(m, L->ffn_sub_norm, (size_t)c->ffn * 4));
+        for (int i = 0; ok && i < 7; i++) {
+            const lkg_ternary *t = layer_tern(L, i);
+            D->t[i].nscale = t->nscale;
+            ok = (D->t[i].codes = upload(m, t->codes, (size_t)(t->rows * (t->ld / 4)))) &&
+                 (D->t[i].scale = upload(m, t->scale, (size_t)t->nscale * 4));
+        }
+        size_t cb = (size_t)(max_batch * c->max_ctx * kvd) * 4;
+        ok = ok && (D->kc = dalloc(m, cb)) && (D->vc = dalloc(m, cb));
+    }
+    ok = ok && (m->x = dalloc(m, (size_t)(M * c->dim) * 4));
+    ok = ok && (m->xn = dalloc(m, (size_t)(M * wide) * 4));
+    ok = ok && (m->qb = dalloc(m, (size_t)(M * qd) * 4));
+    ok = ok && (m->kb = dalloc(m, (size_t)(M * kvd) * 4));
+    ok = ok && (m->vb = dalloc(m, (size_t)(M * kvd) * 4));
+    ok = ok && (m->att = dalloc(m, (size_t)(M * qd) * 4));
+    ok = ok && (m->tmp = dalloc(m, (size_t)(M * c->dim) * 4));
+    ok = ok && (m->g = dalloc(m, (size_t)(M * c->ffn) * 4));
+    ok = ok && (m->u = dalloc(m, (size_t)(M * c->ffn) * 4));
+    ok = ok && (m->logits = dalloc(m, (size_t)(max_batch * c->vocab) * 4));
+    ok = ok && (m->xq = dalloc(m, (size_t)(M * wide)));
+    ok = ok && (m->xs = dalloc(m, (size_t)M * 4));
+    ok = ok && (m->ids = dalloc(m, (size_t)M * 4));
+    ok = ok && (m->pos = dalloc(m, (size_t)M * 4));
+    ok = ok && (m->am = dalloc(m, (size_t)max_batch * 8));
+    for (int64_t l = 0; ok && (flags & BN_PREPARED) && l < c->n_layer; l++)
+        for (int i = 0; i < 7; i++) {
+            const lkg_ternary *t = layer_tern(&w->layers[l], i);
+            lk_tensor wt = lk_mat_ld(m->L[l].t[i].codes, LK_T2, t->rows, t->cols, t->ld);
+            lk_tensor ws = lk_mat(m->L[l].t[i].scale, LK_F32, 1, t->nscale);
+            m->L[l].t[i].prep = prepare(m, &wt, &ws);
+        }
+    if (ok && (flags & BN_PREPARED)) {
+        lk_tensor h = lk_mat(m->lm_head, LK_BF16, c->vocab, c->dim);
+        m->head_prep = prepare(m, &h, NULL);
+    }
+    if (!ok || lk_queue_sync(m->q) != LK_OK) {
+        char msg[320];
+        snprintf(msg, sizeof msg, "%s", lk_last_error()[0] ? lk_last_error() : "out of memory");
+        fail(err, errlen, "%s: cannot hold the model (%s)", lk_device_name(dev), msg);
+        bn_model_destroy(m);
+        return -1;
+    }
+    *out = m;
+    return 0;
+}
+
+/* The message is copied before any other Lockstep call replaces it. */
+#define TRY(call)                                                                       \
+    do {                                                                                \
+        lk_status st_ = (call);                                                         \
+        if (st_ != LK_OK) {                                                             \
+            char msg_[320];                                                             \
+            snprintf(msg_, sizeof msg_, "%s", lk_last_error());                         \
+            return fail(err, errlen, "%s: %s: %s: %s", lk_device_name(m->dev), #call,   \
+                        lk_status_string(st_), msg_);                                   \
+        }                                                                               \
+    } while (0)
+
+/* BitLinear: y = ternary(W) . int8(x) for the rows of x (M x K). */
+static int bitlinear(bn_model *m, const lk_tensor *x, int64_t M, const bn_tdev *w, int64_t n,
+                     const lk_tensor *y, int quantize, char *err, size_t errlen)
+{
+    lk_tensor xq = lk_mat(m->xq, LK_I8, M, x->cols), xs = lk_mat(m->xs, LK_F32, M, 1);
+    lk_tensor wt = lk_mat(w->codes, LK_T2, n, x->cols);
+    wt.ld = (x->cols + 3) / 4 * 4;
+    lk_tensor ws = lk_mat(w->scale, LK_F32, 1, w->nscale);
+    if (quantize)
+        TRY(lk_quantize_act(m->q, x, &xq, &xs));
+    if (w->prep)
+        TRY(lk_ternary_linear(m->q, &xq, &xs, w->prep, y));
+    else
+        TRY(lk_ternary_gemm(m->q, &xq, &xs, &wt, &ws, y));
+    return 0;
+}
+
+/* The tensors of a call of M = B * T rows. */
+typedef struct bn_acts {
+    int64_t B, T, M;
+    lk_tensor x, tmp, xn, xna, qb, kb, vb, att, g, u, idt, pos, emb;
+} bn_acts;
+
+static bn_acts acts(bn_model *m, int64_t B, int64_t T)
+{
+    const bn_config *c = &m->c;
+    const int64_t qd = c->n_head * c->head_dim, kvd = c->n_kv * c->head_dim, M = B * T;
+    bn_acts a;
+    a.B = B, a.T = T, a.M = M;
+    a.x = lk_mat(m->x, LK_F32, M, c->dim), a.tmp = lk_mat(m->tmp, LK_F32, M, c->dim);
+    a.xn = lk_mat(m->xn, LK_F32, M, c->dim), a.xna = lk_mat(m->xn, LK_F32, M, qd);
+    a.qb = lk_mat(m->qb, LK_F32, M, qd), a.kb = lk_mat(m->kb, LK_F32, M, kvd);
+    a.vb = lk_mat(m->vb, LK_F32, M, kvd), a.att = lk_mat(m->att, LK_F32, M, qd);
+    a.g = lk_mat(m->g, LK_F32, M, c->ffn), a.u = lk_mat(m->u, LK_F32, M, c->ffn);
+    a.idt = lk_mat(m->ids, LK_I32, M, 1), a.pos = lk_mat(m->pos, LK_I32, M, 1);
+    a.emb = lk_mat(m->embd, LK_BF16, c->vocab, c->dim);
+    return a;
+}
+
+/* Layer l up to the rotated q and k and the new v (for the cache). */
+static int layer_front(bn_model *m, bn_acts *a, int64_t l, char *err, size_t errlen)
+{
+    const bn_config *c = &m->c;
+    const int64_t qd = c->n_head * c->head_dim, kvd = c->n_kv * c->head_dim;
+    bn_ldev *D = &m->L[l];
+    lk_tensor an = lk_mat(D->attn_norm, LK_F32, 1, c->dim);
+    TRY(lk_rmsnorm(m->q, &a->x, &an, c->eps, &a->xn));
+    if (bitlinear(m, &a->xn, a->M, &D->t[0], qd, &a->qb, 1, err, errlen) ||
+        bitlinear(m, &a->xn, a->M, &D->t[1], kvd, &a->kb, 0, err, errlen) ||
+        bitlinear(m, &a->xn, a->M, &D->t[2], kvd, &a->vb, 0, err, errlen))
+        return -1;
+    TRY(lk_rope(m->q, &a->qb, &a->pos, c->head_dim, c->theta, c->rope_flags, &a->qb));
+    TRY(lk_rope(m->q, &a->kb, &a->pos, c->head_dim, c->theta, c->rope_flags, &a->kb));
+    return 0;
+}
+
+/* The new k and v rows into layer l's cache at positions pos0 ... */
+static int cache_store(bn_model *m, bn_acts *a, int64_t l, int64_t pos0, char *err,
+                       size_t errlen)
+{
+    const bn_config *c = &m->c;
+    const int64_t kvd = c->n_kv * c->head_dim, T = a->T;
+    bn_ldev *D = &m->L[l];
+    for (int64_t b = 0; b < a->B; b++) {
+        size_t off = (size_t)((b * c->max_ctx + pos0) * kvd), n = (size_t)(T * kvd) * 4;
+        TRY(lk_memcpy(m->q, D->kc + off, m->kb + b * T * kvd, n, LK_COPY_DEVICE_TO_DEVICE));
+        TRY(lk_memcpy(m->q, D->vc + off, m->vb + b * T * kvd, n, LK_COPY_DEVICE_TO_DEVICE));
+    }
+    return 0;
+}
+
+/* The rest of layer l: attention over the first cache_len rows of the
+ * cache (the positions decide which rows are read: docs/numerics.md 12.3,
+ * so any cache_len > the last position gives the same bits), the output
+ * projection and the FFN. */
+static int layer_back(bn_model *m, bn_acts *a, int64_t l, int64_t cache_len, char *err,
+                      size_t errlen)
+{
+    const bn_config *c = &m->c;
+    const int64_t qd = c->n_head * c->head_dim, kvd = c->n_kv * c->head_dim, T = a->T;
+    const float scale = 1.0f / sqrtf((float)c->head_dim);
+    bn_ldev *D = &m->L[l];
+    lk_tensor asn = lk_mat(D->attn_sub_norm, LK_F32, 1, qd);
+    lk_tensor fn = lk_mat(D->ffn_norm, LK_F32, 1, c->dim);
+    lk_tensor fsn = lk_mat(D->ffn_sub_norm, LK_F32, 1, c->ffn);
+    lk_tensor qa = a->qb, oa = a->att;
+    qa.rows = oa.rows = T;
+    qa.batch_stride = oa.batch_stride = T * qd;
+    lk_tensor kc = lk_mat(D->kc, LK_F32, cache_len, kvd), vc = lk_mat(D->vc, LK_F32, cache_len, kvd);
+    kc.batch_stride = vc.batch_stride = c->max_ctx * kvd;
+    lk_tensor pa = lk_mat(m->pos, LK_I32, T, 1);
+    pa.batch_stride = T;
+    TRY(lk_attention(m->q, &qa, &kc, &vc, &pa, c->n_head, c->n_kv, scale, &oa, a->B));
+    TRY(lk_rmsnorm(m->q, &a->att, &asn, c->eps, &a->xna));
+    if (bitlinear(m, &a->xna, a->M, &D->t[3], c->dim, &a->tmp, 1, err, errlen))
+        return -1;
+    TRY(lk_binary(m->q, LK_BINARY_ADD, &a->x, &a->tmp, &a->x));
+
+    TRY(lk_rmsnorm(m->q, &a->x, &fn, c->eps, &a->xn));
+    if (bitlinear(m, &a->xn, a->M, &D->t[4], c->ffn, &a->g, 1, err, errlen) ||
+        bitlinear(m, &a->xn, a->M, &D->t[5], c->ffn, &a->u, 0, err, errlen))
+        return -1;
+    TRY(lk_unary(m->q, LK_UNARY_RELU2, &a->g, &a->g));
+    TRY(lk_binary(m->q, LK_BINARY_MUL, &a->g, &a->u, &a->g));
+    TRY(lk_rmsnorm(m->q, &a->g, &fsn, c->eps, &a->u));
+    if (bitlinear(m, &a->u, a->M, &D->t[6], c->dim, &a->tmp, 1, err, errlen))
+        return -1;
+    TRY(lk_binary(m->q, LK_BINARY_ADD, &a->x, &a->tmp, &a->x));
+    return 0;
+}
+
+/* Output norm, logits and argmax of the last token of each sequence. */
+static int model_head(bn_model *m, bn_acts *a, char *err, size_t errlen)
+{
+    const bn_config *c = &m->c;
+    const int64_t B = a->B, T = a->T;
+    /* The last token of each sequence: rows b * T + T - 1. */
+    lk_tensor xl = lk_mat_ld(m->x + (T - 1) * c->dim, LK_F32, B, c->dim, T * c->dim);
+    lk_tensor xo = lk_mat(m->xn, LK_F32, B, c->dim);
+    lk_tensor on = lk_mat(m->out_norm, LK_F32, 1, c->dim);
+    lk_tensor head = lk_mat(m->lm_head, LK_BF16, c->vocab, c->dim);
+    lk_tensor lg = lk_mat(m->logits, LK_F32, B, c->vocab), am = lk_mat(m->am, LK_I64, B, 1);
+    TRY(lk_rmsnorm(m->q, &xl, &on, c->eps, &xo));
+    if (m->head_prep)
+        TRY(lk_linear(m->q, &xo, m->head_prep, NULL, &lg, 0));
+    else
+        TRY(lk_gemm(m->q, LK_NO_TRANS, LK_TRANS, &xo, &head, NULL, &lg, 1, 0));
+    TRY(lk_reduce(m->q, LK_REDUCE_ARGMAX, &lg, &am));
+    return 0;
+}
+
+static void drop_graphs(bn_model *m)
+{
+    for (int64_t s = 0; m->seg && s <= m->c.n_layer; s++)
+        lk_graph_destroy(m->seg[s]);
+    free(m->seg);
+    m->seg = NULL;
+    m->seg_b = 0;
+}
+
+/* Segment s of a decode step of B sequences, captured: 0 is the embedding
+ * and layer 0's front, s in 1 .. n_layer - 1 the back of layer s - 1 and
+ * the front of layer s, n_layer the back of the last layer and the head.
+ * The cache stores between them stay eager: their destination moves with
+ * the position, and a graph freezes pointers. */
+static int capture_segment(bn_model *m, int64_t B, int64_t s, char *err, size_t errlen)
+{
+    bn_acts a = acts(m, B, 1);
+    const int64_t L = m->c.n_layer;
+    TRY(lk_queue_capture_begin(m->q));
+    int rc;
+    if (s == 0) {
+        lk_status st = lk_embedding(m->q, &a.emb, &a.idt, &a.x);
+        rc = st != LK_OK ? fail(err, errlen, "%s: lk_embedding: %s", lk_device_name(m->dev),
+                                lk_last_error())
+                         : layer_front(m, &a, 0, err, errlen);
+    } else {
+        rc = layer_back(m, &a, s - 1, m->c.max_ctx, err, errlen);
+        if (!rc)
+            rc = s < L ? layer_front(m, &a, s, err, errlen) : model_head(m, &a, err, errlen);
+    }
+    lk_graph *g = NULL;
+    lk_status st = lk_queue_capture_end(m->q, &g);
+    if (rc) {
+        lk_graph_destroy(g);
+        return -1;
+    }
+    if (st != LK_OK)
+        return fail(err, errlen, "%s: lk_queue_capture_end: %s", lk_device_name(m->dev),
+                    lk_last_error());
+    m->seg[s] = g;
+    return 0;
+}
+
+int bn_model_graph_mode(const bn_model *m)
+{
+    if (!m->seg || !m->seg[0])
+        return 0;
+    int native = 0;
+    lk_graph_info(m->seg[0], &native, NULL);
+    return native ? 2 : 1;
+}
+
+int bn_model_forward(bn_model *m, int64_t B, int64_t T, int64_t pos0, const int32_t *ids,
+                     float *logits, int32_t *next, char *err, size_t errlen)
+{
+    const bn_config *c = &m->c;
+    const int64_t M = B * T;
+    if (B < 1 || T < 1 || B > m->max_b || T > m->max_t || pos0 < 0 || pos0 + T > c->max_ctx)
+        return fail(err, errlen, "batch %lld x %lld tokens at %lld does not fit the model "
+                    "(%lld x %lld, context %lld)", (long long)B, (long long)T, (long long)pos0,
+                    (long long)m->max_b, (long long)m->max_t, (long long)c->max_ctx);
+    for (int64_t r = 0; r < M; r++) {
+        if (ids[r] < 0 || ids[r] >= c->vocab)
+            return fail(err, errlen, "token id %d is outside the vocabulary (%lld)", ids[r],
+                        (long long)c->vocab);
+        m->h_ids[r] = ids[r];
+        m->h_pos[r] = (int32_t)(pos0 + r % T);
+    }
+    TRY(lk_memcpy(m->q, m->ids, m->h_ids, (size_t)M * 4, LK_COPY_HOST_TO_DEVICE));
+    TRY(lk_memcpy(m->q, m->pos, m->h_pos, (size_t)M * 4, LK_COPY_HOST_TO_DEVICE));
+
+    bn_acts a = acts(m, B, T);
+    if (T == 1 && (m->flags & BN_GRAPH)) {
+        /* Decode: the captured segments, one cache store between each. */
+        if (m->seg_b != B) {
+            drop_graphs(m);
+            if (!(m->seg = calloc((size_t)c->n_layer + 1, sizeof *m->seg)))
+                return fail(err, errlen, "out of memory");
+            m->seg_b = B;
+            for (int64_t s = 0; s <= c->n_layer; s++)
+                if (capture_segment(m, B, s, err, errlen)) {
+                    drop_graphs(m);
+                    return -1;
+                }
+        }
+        for (int64_t s = 0; s <= c->n_layer; s++) {
+            TRY(lk_graph_launch(m->seg[s], m->q));
+            if (s < c->n_layer && cache_store(m, &a, s, pos0, err, errlen))
+                return -1;
+        }
+    } else {
+        TRY(lk_embedding(m->q, &a.emb, &a.idt, &a.x));
+        for (int64_t l = 0; l < c->n_layer; l++)
+            if (layer_front(m, &a, l, err, errlen) || cache_store(m, &a, l, pos0, err, errlen) ||
+                layer_back(m, &a, l, pos0 + T, err, errlen))
+                return -1;
+        if (model_head(m, &a, err, errlen))
+            return -1;
+    }
+    TRY(lk_memcpy(m->q, m->h_am, m->am, (size_t)B * 8, LK_COPY_DEVICE_TO_HOST));
+    if (logits)
+        TRY(lk_memcpy(m->q, logits, m->logits, (size_t)(B * c->vocab) * 4,
+                      LK_COPY_DEVICE_TO_HOST));
+    TRY(lk_queue_sync(m->q));
+    for (int64_t b = 0; b < B; b++)
+        next[b] = (int32_t)m->h_am[b];
+    return 0;
+}

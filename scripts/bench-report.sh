@@ -1,0 +1,206 @@
+#!/bin/sh
+# Lockstep: `make bench-report`.  Runs `lockstep bench --json` on each device
+# of this machine and writes a Markdown page and PNG plots (gnuplot) to the
+# output directory (docs/bench/ by default):
+#   index.md             the machine, and one table per device
+#   ratio.png            peer time / Lockstep time per case and device
+#                        (1 = as fast as the peer; against a streaming floor,
+#                        the fraction of the machine's bandwidth reached)
+#   compute.png          GFLOP/s of the compute-bound cases, Lockstep and its
+#                        peer (OpenBLAS) per device, and PEAK_GFLOPS if given
+#   bandwidth.png        GB/s of the bandwidth-bound cases, Lockstep and the
+#                        floor (the streaming read or copy loop) per device
+#   <device>.json        the raw output
+#
+# Usage: scripts/bench-report.sh [-l LOCKSTEP] [-o OUTDIR] [-d "DEV ..."]
+#                                [-f "BENCH FLAGS"] [-j DIR]
+#   -l  the lockstep binary (default: tools/lockstep, then lockstep on PATH)
+#   -d  devices (default: every non-emulated device `lockstep info` lists,
+#       except the reference, which is the specification, not a fast path,
+#       and plain "cpu", which is one of the cpu:<isa> devices again)
+#   -f  flags for `lockstep bench` (default: none; "--quick" for a short run)
+#   -j  re-plot the <device>.json files already in DIR (no benchmarking)
+#   PEAK_GFLOPS=N in the environment draws the compute peak on compute.png;
+#   BENCH_NOTE="..." adds a line about the conditions of the run to index.md.
+# Needs: sh, awk, gnuplot (scripts/deps.sh installs it).
+set -eu
+
+LOCKSTEP=""
+OUT="docs/bench"
+DEVICES=""
+FLAGS=""
+JSONDIR=""
+while getopts "l:o:d:f:j:h" opt; do
+    case $opt in
+    l) LOCKSTEP=$OPTARG ;;
+    o) OUT=$OPTARG ;;
+    d) DEVICES=$OPTARG ;;
+    f) FLAGS=$OPTARG ;;
+    j) JSONDIR=$OPTARG ;;
+    h) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) exit 2 ;;
+    esac
+done
+
+command -v gnuplot >/dev/null 2>&1 || {
+    echo "bench-report: gnuplot not found (scripts/deps.sh gnuplot-nox installs it)" >&2
+    exit 1
+}
+mkdir -p "$OUT"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+if [ -n "$JSONDIR" ]; then
+    for j in "$JSONDIR"/*.json; do
+        [ -f "$j" ] && cp "$j" "$TMP/"
+    done
+else
+    if [ -z "$LOCKSTEP" ]; then
+        if [ -x tools/lockstep ]; then LOCKSTEP=tools/lockstep
+        else LOCKSTEP=$(command -v lockstep || true); fi
+    fi
+    [ -n "$LOCKSTEP" ] && [ -x "$LOCKSTEP" ] || {
+        echo "bench-report: no lockstep binary (give -l PATH)" >&2
+        exit 1
+    }
+    if [ -z "$DEVICES" ]; then
+        # `lockstep info` lists devices as "  name  kind ... [emulated]";
+        # keep the first word of lines naming a cpu or cuda device.
+        DEVICES=$("$LOCKSTEP" info 2>/dev/null | awk '
+            /emulat|simde/ { next }
+            { for (i = 1; i <= NF; i++) if ($i ~ /^(cpu(:[a-z0-9-]+)?|cuda:[0-9]+)$/) { print $i; break } }' |
+            awk '!seen[$0]++ { d[++n] = $0; if ($0 ~ /^cpu:/) named = 1 }
+                 END { for (i = 1; i <= n; i++) if (!(named && d[i] == "cpu")) print d[i] }' |
+            tr '\n' ' ')
+        [ -n "$DEVICES" ] || DEVICES="cpu"
+    fi
+    for d in $DEVICES; do
+        f=$(echo "$d" | tr ':@/' '___')
+        echo "bench-report: lockstep bench --device $d $FLAGS" >&2
+        # shellcheck disable=SC2086
+        if ! "$LOCKSTEP" bench --device "$d" --json $FLAGS >"$TMP/$f.json"; then
+            echo "bench-report: bench on $d reported a failure (kept what it printed)" >&2
+        fi
+    done
+fi
+
+# One line per case: device name lk_ms peer peer_ms ratio gflops gbps.
+# The bench prints one case per line, so a line-wise awk parse suffices.
+for j in "$TMP"/*.json; do
+    [ -f "$j" ] || continue
+    awk '
+    function str(k,   m) { if (match($0, "\"" k "\": \"[^\"]*\"")) { m = substr($0, RSTART, RLENGTH); sub("^\"" k "\": \"", "", m); sub("\"$", "", m); return m } return "" }
+    function num(k,   m) { if (match($0, "\"" k "\": -?[0-9.eE+-]+")) { m = substr($0, RSTART, RLENGTH); sub("^\"" k "\": ", "", m); return m + 0 } return 0 }
+    NR == 1 { dev = str("device"); desc = str("description"); thr = num("threads"); printf "#dev\t%s\t%s\t%d\n", dev, desc, thr }
+    /"name":/ && !/"error"/ { printf "%s\t%s\t%g\t%s\t%g\t%g\t%g\t%g\n", dev, str("name"), num("lockstep_ms"), str("peer"), num("peer_ms"), num("ratio"), num("gflops"), num("gbps") }
+    ' "$j"
+done >"$TMP/all.tsv"
+
+grep -v '^#' "$TMP/all.tsv" >"$TMP/cases.tsv" || true
+[ -s "$TMP/cases.tsv" ] || { echo "bench-report: no results to plot" >&2; exit 1; }
+devs=$(grep '^#dev' "$TMP/all.tsv" | cut -f2)
+ndev=$(echo "$devs" | wc -l)
+
+# Per device, the data files gnuplot reads: case, value(s).  Compute-bound
+# cases report GFLOP/s (their peer is OpenBLAS); the others only GB/s (their
+# peer is a streaming loop over the same bytes: the bandwidth floor).
+for d in $devs; do
+    f=$(echo "$d" | tr ':@/' '___')
+    awk -F'\t' -v d="$d" '$1 == d { print $2, $6 }' "$TMP/cases.tsv" >"$TMP/ratio_$f.dat"
+    awk -F'\t' -v d="$d" '$1 == d && $7 > 0 { pr = $5 > 0 ? $7 * $3 / $5 : 0; print $2, $7, pr }' \
+        "$TMP/cases.tsv" >"$TMP/compute_$f.dat"
+    awk -F'\t' -v d="$d" '$1 == d && $7 == 0 && $8 > 0 { pr = $5 > 0 ? $8 * $3 / $5 : 0; print $2, $8, pr }' \
+        "$TMP/cases.tsv" >"$TMP/bandwidth_$f.dat"
+done
+
+# plot KIND TITLE YLABEL LOG PEERTITLE EXTRA: one PNG, the cases of KIND on
+# the x axis in first-seen order, one marker per device (filled: Lockstep;
+# open: its peer, for the throughput plots).
+plot() {
+    kind=$1
+    cat "$TMP"/${kind}_*.dat 2>/dev/null | awk '!seen[$1]++ { print $1 }' >"$TMP/order_$kind.txt"
+    ncases=$(wc -l <"$TMP/order_$kind.txt")
+    [ "$ncases" -gt 0 ] || return 0
+    xtics=$(awk '{ printf "%s\"%s\" %d", (NR > 1 ? ", " : ""), $1, NR - 1 }' "$TMP/order_$kind.txt")
+    width=$((400 + ncases * 34))
+    [ "$width" -gt 4000 ] && width=4000
+    series=""
+    i=0
+    for d in $devs; do
+        f=$(echo "$d" | tr ':@/' '___')
+        awk 'NR == FNR { idx[$1] = NR - 1; next } ($1 in idx) { print idx[$1], $0 }' \
+            "$TMP/order_$kind.txt" "$TMP/${kind}_$f.dat" >"$TMP/${kind}_$f.idx"
+        off=$(awk -v i="$i" -v n="$ndev" 'BEGIN { printf "%.3f", (i - (n - 1) / 2) * 0.8 / n }')
+        series="$series, \"$TMP/${kind}_$f.idx\" using (\$1+$off):3 with points pt $((5 + 2 * i)) ps 1.4 title \"$d\""
+        if [ -n "$5" ]; then
+            series="$series, \"$TMP/${kind}_$f.idx\" using (\$1+$off):(\$4 > 0 ? \$4 : 1/0) with points pt $((4 + 2 * i)) ps 1.4 title \"$d $5\""
+        fi
+        i=$((i + 1))
+    done
+    gnuplot <<GP
+set terminal pngcairo size $width,600 font 'sans,9'
+set output '$OUT/$kind.png'
+set grid ytics
+set key outside top center horizontal
+set xtics rotate by 60 right ($xtics)
+set xrange [-0.7:$ncases - 0.3]
+set bmargin 14
+set format y '%g'
+set logscale y $4
+set title "$2"
+set ylabel '$3'
+plot $6 ${series#, }
+GP
+}
+
+rm -f "$OUT/ratio.png" "$OUT/compute.png" "$OUT/bandwidth.png"
+plot ratio "Peer time / Lockstep time per case (above 1: Lockstep faster; against a floor: fraction of the bandwidth reached)" \
+    ratio 2 "" "1 with lines lc rgb '#888888' dt 2 title 'as fast as the peer / at the floor',"
+peak=""
+[ -n "${PEAK_GFLOPS:-}" ] && peak="$PEAK_GFLOPS with lines lc rgb '#aa0000' dt 2 title 'compute peak',"
+plot compute "Compute-bound cases: GFLOP/s of Lockstep (filled) and of OpenBLAS (open) per device" \
+    GFLOP/s 10 "OpenBLAS" "$peak"
+plot bandwidth "Bandwidth-bound cases: GB/s of Lockstep (filled) and of the streaming floor (open) per device" \
+    GB/s 10 "floor" ""
+
+# The page.
+{
+    echo "# Benchmark report"
+    echo
+    echo "Written by \`make bench-report\` (scripts/bench-report.sh) on $(date -u '+%Y-%m-%d %H:%M UTC')."
+    if [ -z "$JSONDIR" ]; then
+        cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
+        echo "Machine: $(uname -sm), ${cpu:-unknown CPU}, $(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?') logical CPUs."
+        echo "$("$LOCKSTEP" --version 2>/dev/null || true)"
+    else
+        echo "Re-plotted from the saved JSON of each device (the machine is in each device's line below)."
+    fi
+    [ -n "${BENCH_NOTE:-}" ] && echo && echo "$BENCH_NOTE"
+    echo
+    echo "Ratio = peer time / Lockstep time: above 1 Lockstep is faster; against a floor"
+    echo "(a streaming read or copy loop on the same threads) it is the fraction of the"
+    echo "machine's bandwidth reached.  docs/bench.md explains the cases, peers and floors."
+    echo
+    echo "![ratio per case and device](ratio.png)"
+    echo
+    [ -f "$OUT/compute.png" ] && echo "![compute-bound throughput](compute.png)" && echo
+    [ -f "$OUT/bandwidth.png" ] && echo "![bandwidth-bound throughput](bandwidth.png)" && echo
+    grep '^#dev' "$TMP/all.tsv" | while IFS='	' read -r _ d desc thr; do
+        echo "## $d"
+        echo
+        echo "$desc, $thr threads."
+        echo
+        echo "| case | Lockstep | peer | peer time | ratio | rate |"
+        echo "| --- | --- | --- | --- | --- | --- |"
+        awk -F'\t' -v d="$d" '$1 == d {
+            rate = $7 > 0 ? sprintf("%.1f GFLOP/s", $7) : sprintf("%.1f GB/s", $8)
+            pt = $5 > 0 ? sprintf("%.3f ms", $5) : "-"
+            r = $5 > 0 ? sprintf("%.2f", $6) : "-"
+            printf "| %s | %.3f ms | %s | %s | %s | %s |\n", $2, $3, $4, pt, r, rate }' "$TMP/cases.tsv"
+        echo
+    done
+} >"$OUT/index.md"
+for j in "$TMP"/*.json; do
+    cp "$j" "$OUT/"
+done
+echo "bench-report: wrote $OUT/index.md and its plots" >&2
