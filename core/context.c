@@ -99,11 +99,7 @@ LK_API lk_status lk_context_topology(const lk_context *ctx, lk_topology_info *in
 
 LK_API lk_status lk_context_create(lk_context **out)
 {
-    lk_fpenv fe;
-    lk_fpenv_enter(&fe);
-    lk_status st = lk_context_create_unguarded(out);
-    lk_fpenv_leave(&fe);
-    return st;
+    LK_FP_GUARDED_RETURN(lk_context_create_unguarded(out));
 }
 
 LK_API void lk_context_destroy(lk_context *ctx)

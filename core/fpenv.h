@@ -61,4 +61,15 @@ static inline void lk_fpenv_enter(lk_fpenv *saved)
 static inline void lk_fpenv_leave(const lk_fpenv *saved) { fesetenv(&saved->env); }
 #endif
 
+/* `return expr;` with expr evaluated inside the guard: the body of a public
+ * entry point that only forwards to its unguarded twin. */
+#define LK_FP_GUARDED_RETURN(expr)                                                 \
+    do {                                                                           \
+        lk_fpenv fe_;                                                              \
+        lk_fpenv_enter(&fe_);                                                      \
+        lk_status st_ = (expr);                                                    \
+        lk_fpenv_leave(&fe_);                                                      \
+        return st_;                                                                \
+    } while (0)
+
 #endif

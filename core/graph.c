@@ -344,20 +344,12 @@ lk_status lk_capture_queue_release(lk_queue *q)
 
 LK_API lk_status lk_queue_capture_begin(lk_queue *q)
 {
-    lk_fpenv fe;
-    lk_fpenv_enter(&fe);
-    lk_status st = lk_capture_begin_unguarded(q);
-    lk_fpenv_leave(&fe);
-    return st;
+    LK_FP_GUARDED_RETURN(lk_capture_begin_unguarded(q));
 }
 
 LK_API lk_status lk_queue_capture_end(lk_queue *q, lk_graph **g)
 {
-    lk_fpenv fe;
-    lk_fpenv_enter(&fe);
-    lk_status st = lk_capture_end_unguarded(q, g);
-    lk_fpenv_leave(&fe);
-    return st;
+    LK_FP_GUARDED_RETURN(lk_capture_end_unguarded(q, g));
 }
 
 LK_API int lk_queue_capturing(const lk_queue *q)
@@ -368,11 +360,7 @@ LK_API int lk_queue_capturing(const lk_queue *q)
 
 LK_API lk_status lk_graph_launch(lk_graph *g, lk_queue *q)
 {
-    lk_fpenv fe;
-    lk_fpenv_enter(&fe);
-    lk_status st = lk_graph_launch_unguarded(g, q);
-    lk_fpenv_leave(&fe);
-    return st;
+    LK_FP_GUARDED_RETURN(lk_graph_launch_unguarded(g, q));
 }
 
 LK_API lk_status lk_graph_info(const lk_graph *g, int *native, int64_t *ops)

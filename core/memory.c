@@ -318,27 +318,15 @@ static lk_status lk_memcpy_unguarded(lk_queue *q, void *dst, const void *src, si
 
 LK_API lk_status lk_malloc(lk_device *dev, size_t bytes, void **ptr)
 {
-    lk_fpenv fe;
-    lk_fpenv_enter(&fe);
-    lk_status st = lk_malloc_unguarded(dev, bytes, ptr);
-    lk_fpenv_leave(&fe);
-    return st;
+    LK_FP_GUARDED_RETURN(lk_malloc_unguarded(dev, bytes, ptr));
 }
 
 LK_API lk_status lk_free(lk_device *dev, void *ptr)
 {
-    lk_fpenv fe;
-    lk_fpenv_enter(&fe);
-    lk_status st = lk_free_unguarded(dev, ptr);
-    lk_fpenv_leave(&fe);
-    return st;
+    LK_FP_GUARDED_RETURN(lk_free_unguarded(dev, ptr));
 }
 
 LK_API lk_status lk_memcpy(lk_queue *q, void *dst, const void *src, size_t bytes, lk_copy_kind kind)
 {
-    lk_fpenv fe;
-    lk_fpenv_enter(&fe);
-    lk_status st = lk_memcpy_unguarded(q, dst, src, bytes, kind);
-    lk_fpenv_leave(&fe);
-    return st;
+    LK_FP_GUARDED_RETURN(lk_memcpy_unguarded(q, dst, src, bytes, kind));
 }

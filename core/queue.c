@@ -104,27 +104,15 @@ LK_API lk_device *lk_queue_device(const lk_queue *q)
 
 LK_API lk_status lk_queue_create(lk_device *dev, const lk_queue_opts *opts, lk_queue **out)
 {
-    lk_fpenv fe;
-    lk_fpenv_enter(&fe);
-    lk_status st = lk_queue_create_unguarded(dev, opts, out);
-    lk_fpenv_leave(&fe);
-    return st;
+    LK_FP_GUARDED_RETURN(lk_queue_create_unguarded(dev, opts, out));
 }
 
 LK_API lk_status lk_queue_destroy(lk_queue *q)
 {
-    lk_fpenv fe;
-    lk_fpenv_enter(&fe);
-    lk_status st = lk_queue_destroy_unguarded(q);
-    lk_fpenv_leave(&fe);
-    return st;
+    LK_FP_GUARDED_RETURN(lk_queue_destroy_unguarded(q));
 }
 
 LK_API lk_status lk_queue_sync(lk_queue *q)
 {
-    lk_fpenv fe;
-    lk_fpenv_enter(&fe);
-    lk_status st = lk_queue_sync_unguarded(q);
-    lk_fpenv_leave(&fe);
-    return st;
+    LK_FP_GUARDED_RETURN(lk_queue_sync_unguarded(q));
 }
