@@ -67,50 +67,37 @@ __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
     }
 }
 
-/* Rows of up to LK_RR_MAX elements: the row in registers (rows_reg.cuh). */
+/* Rows of up to LK_RR_MAX elements: the row in registers (rows_reg.cuh).
+ * LayerNorm first centres the row (d_i = x_i - m); from there both norms
+ * are the same steps: ss, r, y_i = (d_i * r) * w_i, then LayerNorm's bias. */
 template <lk_dtype DX, lk_dtype DY, bool LAYER, int J>
 __global__ void __launch_bounds__(64 * LK_RR_MAX_CHUNKS) norm_reg_kernel(lk_norm_args a)
 {
-        typedef typename lk_elem<DX>::T TX;
-        typedef typename lk_elem<DY>::T TY;
-        __shared__ float sh[LK_RR_SMEM];
-        const int64_t n = a.x.cols;
-        const float nf = __ll2float_rn(n);
-        const float eps = a.eps;
-        const void *w = a.weight.data, *b = a.bias.data;
-        const lk_dtype wdt = a.weight.dtype, bdt = a.bias.dtype;
-        for (int64_t r = blockIdx.x; r < a.x.rows; r += gridDim.x) {
-            float v[J];
-            lk_rr_load<DX, J>(v, (const TX *)a.x.data + r * a.x.ld, n);
-            TY *yr = (TY *)a.y.data + r * a.y.ld;
-            if (!LAYER) {
-                const float ss = lk_rr_sum<true, J>(v, n, sh, lk_identity());
-                const float ms = __fdiv_rn(ss, nf);
-                const float rs = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, eps)));
+    typedef typename lk_elem<DX>::T TX;
+    typedef typename lk_elem<DY>::T TY;
+    __shared__ float sh[LK_RR_SMEM];
+    const int64_t n = a.x.cols;
+    const float nf = __ll2float_rn(n);
+    for (int64_t r = blockIdx.x; r < a.x.rows; r += gridDim.x) {
+        float v[J];
+        lk_rr_load<DX, J>(v, (const TX *)a.x.data + r * a.x.ld, n);
+        if (LAYER) {
+            const float m = __fdiv_rn(lk_rr_sum<false, J>(v, n, sh, lk_identity()), nf);
 #pragma unroll
-                for (int j = 0; j < J; j++)
-                    v[j] = __fmul_rn(v[j], rs);
-                if (w)
-                    lk_rr_apply<J>(v, w, wdt, n, lk_rr_mul());
-                lk_rr_store<DY, J>(v, yr, n, [](int64_t, float t) { return t; });
-            } else {
-                const float m = __fdiv_rn(lk_rr_sum<false, J>(v, n, sh, lk_identity()), nf);
-#pragma unroll
-                for (int j = 0; j < J; j++)
-                    v[j] = __fsub_rn(v[j], m);
-                const float ss = lk_rr_sum<true, J>(v, n, sh, lk_identity());
-                const float var = __fdiv_rn(ss, nf);
-                const float rs = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(var, eps)));
-#pragma unroll
-                for (int j = 0; j < J; j++)
-                    v[j] = __fmul_rn(v[j], rs);
-                if (w)
-                    lk_rr_apply<J>(v, w, wdt, n, lk_rr_mul());
-                if (b)
-                    lk_rr_apply<J>(v, b, bdt, n, lk_rr_add());
-                lk_rr_store<DY, J>(v, yr, n, [](int64_t, float t) { return t; });
-            }
+            for (int j = 0; j < J; j++)
+                v[j] = __fsub_rn(v[j], m);
         }
+        const float ss = lk_rr_sum<true, J>(v, n, sh, lk_identity());
+        const float rs = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, nf), a.eps)));
+#pragma unroll
+        for (int j = 0; j < J; j++)
+            v[j] = __fmul_rn(v[j], rs);
+        if (a.weight.data)
+            lk_rr_apply<J>(v, a.weight.data, a.weight.dtype, n, lk_rr_mul());
+        if (LAYER && a.bias.data)
+            lk_rr_apply<J>(v, a.bias.data, a.bias.dtype, n, lk_rr_add());
+        lk_rr_store<DY, J>(v, (TY *)a.y.data + r * a.y.ld, n, [](int64_t, float t) { return t; });
+    }
 }
 
 template <bool LAYER>
