@@ -18,9 +18,6 @@
  * X is widened once into shared memory (each 128-k block padded to 132
  * floats so that float4 reads of different blocks hit different banks),
  * or read from global memory when it does not fit. */
-#include <stdlib.h>
-#include <string.h>
-
 #include "backends/cuda/gemm.cuh"
 
 namespace {
@@ -527,18 +524,6 @@ bool launch_stream(const gemv_args &a, cudaStream_t st)
     return true;
 }
 
-/* LOCKSTEP_CUDA_GEMV=kc: the general KC kernel even where STREAM applies
- * (benchmarks compare the two; both give the same bits). */
-static bool gemv_force_kc()
-{
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("LOCKSTEP_CUDA_GEMV");
-        v = e && !strcmp(e, "kc");
-    }
-    return v == 1;
-}
-
 template <lk_dtype DW, int ST>
 void launch(const gemv_args &a, bool kc, cudaStream_t st)
 {
@@ -551,7 +536,7 @@ void launch(const gemv_args &a, bool kc, cudaStream_t st)
     const int64_t per_block = kc ? a.NB : LK_WARP;
     const dim3 grid(lk_grid_cap((a.L + per_block - 1) / per_block, ((int64_t)1 << 31) - 1),
                     lk_grid_cap(a.batch, 65535));
-    if (kc && !gemv_force_kc() && launch_stream<DW, ST>(a, st))
+    if (kc && launch_stream<DW, ST>(a, st))
         return;
     if (kc) {
         if (xsm)

@@ -100,46 +100,27 @@ __global__ void __launch_bounds__(64 * LK_RR_MAX_CHUNKS) norm_reg_kernel(lk_norm
     }
 }
 
-template <bool LAYER>
-lk_status norm_launch(void *queue, const lk_norm_args *a, const char *what)
-{
-    lk_op_scope op(queue, what);
-    if (!op.ok())
-        return op.status();
-    const int64_t n = a->x.cols;
-    if (n > LK_ROW_MAX)
-        return op.fail(LK_ERR_UNSUPPORTED, "%s: rows of more than 2^36 elements", what);
-    if (n <= LK_RR_MAX) {
-        LK_FLOAT_SWITCH(a->x.dtype, DX, LK_FLOAT_SWITCH(a->y.dtype, DY, {
-            if (lk_rr_j(n) == 16)
-                norm_reg_kernel<DX, DY, LAYER, 16>
-                    <<<lk_rr_grid(a->x.rows), lk_rr_threads(n), 0, op.stream()>>>(*a);
-            else
-                norm_reg_kernel<DX, DY, LAYER, 64>
-                    <<<lk_rr_grid(a->x.rows), lk_rr_threads(n), 0, op.stream()>>>(*a);
-        }));
-        return op.launched();
+template <bool LAYER> struct norm_op {
+    template <lk_dtype DX, lk_dtype DY, int J>
+    static void reg(dim3 grid, dim3 block, cudaStream_t st, const lk_norm_args &a)
+    {
+        norm_reg_kernel<DX, DY, LAYER, J><<<grid, block, 0, st>>>(a);
     }
-    lk_rows_cfg c = lk_rows_plan(a->x.rows, n, true);
-    const bool vec = lk_rows_aligned(a->x, 4 * lk_dtype_bytes(a->x.dtype)) &&
-                     lk_rows_aligned(a->y, 4 * lk_dtype_bytes(a->y.dtype));
-    LK_FLOAT_SWITCH(a->x.dtype, DX, LK_FLOAT_SWITCH(a->y.dtype, DY, {
-        if (vec)
-            LK_ROWS_LAUNCH((norm_kernel<DX, DY, true, LAYER>), c, op.stream(), *a, c);
-        else
-            LK_ROWS_LAUNCH((norm_kernel<DX, DY, false, LAYER>), c, op.stream(), *a, c);
-    }));
-    return op.launched();
-}
+    template <lk_dtype DX, lk_dtype DY, bool VEC>
+    static void cached(const lk_rows_cfg &c, cudaStream_t st, const lk_norm_args &a)
+    {
+        LK_ROWS_LAUNCH((norm_kernel<DX, DY, VEC, LAYER>), c, st, a, c);
+    }
+};
 
 } // namespace
 
 extern "C" lk_status lk_cuda_rmsnorm(void *queue, const lk_norm_args *a)
 {
-    return norm_launch<false>(queue, a, "lk_rmsnorm");
+    return lk_rr_row_op<norm_op<false> >(queue, a, "lk_rmsnorm");
 }
 
 extern "C" lk_status lk_cuda_layernorm(void *queue, const lk_norm_args *a)
 {
-    return norm_launch<true>(queue, a, "lk_layernorm");
+    return lk_rr_row_op<norm_op<true> >(queue, a, "lk_layernorm");
 }

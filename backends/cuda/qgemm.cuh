@@ -44,16 +44,18 @@ static __device__ __forceinline__ uint32_t lk_t2_decode(uint32_t byte, int valid
     return v;
 }
 
-/* The x slice: row m of X, bytes k0 .. k0 + 63, zero outside. */
-static __device__ __forceinline__ void lk_q_load_x(const lk_qgemm_args &q, bool xvec, int64_t m0,
-                                                   int64_t k0, uint32_t (*Xs)[QBKW + 1])
+/* A slice of an int8 matrix of `rows` rows of K bytes (x, or int8 weights):
+ * row r0 + t / 4 of it, bytes k0 .. k0 + 63, zero outside. */
+static __device__ __forceinline__ void lk_q_load_i8(const lk_tensor &mat, int64_t rows, int64_t K,
+                                                    bool vec, int64_t r0, int64_t k0,
+                                                    uint32_t (*S)[QBKW + 1])
 {
     const int t = threadIdx.x, row = t >> 2, w0 = (t & 3) * 4;
-    const int64_t m = m0 + row, k = k0 + w0 * 4;
-    const int8_t *x = (const int8_t *)q.x.data + m * q.x.ld;
-    if (m < q.m && xvec && k + 16 <= q.k) {
-        uint4 u = *reinterpret_cast<const uint4 *>(x + k);
-        Xs[row][w0] = u.x, Xs[row][w0 + 1] = u.y, Xs[row][w0 + 2] = u.z, Xs[row][w0 + 3] = u.w;
+    const int64_t r = r0 + row, k = k0 + w0 * 4;
+    const int8_t *p = (const int8_t *)mat.data + r * mat.ld;
+    if (r < rows && vec && k + 16 <= K) {
+        uint4 u = *reinterpret_cast<const uint4 *>(p + k);
+        S[row][w0] = u.x, S[row][w0 + 1] = u.y, S[row][w0 + 2] = u.z, S[row][w0 + 3] = u.w;
         return;
     }
 #pragma unroll
@@ -62,36 +64,10 @@ static __device__ __forceinline__ void lk_q_load_x(const lk_qgemm_args &q, bool 
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int64_t kk = k + 4 * j + e;
-            if (m < q.m && kk < q.k)
-                word |= (uint32_t)(uint8_t)x[kk] << (8 * e);
+            if (r < rows && kk < K)
+                word |= (uint32_t)(uint8_t)p[kk] << (8 * e);
         }
-        Xs[row][w0 + j] = word;
-    }
-}
-
-/* The int8 weight slice: row n of W, bytes k0 .. k0 + 63. */
-static __device__ __forceinline__ void lk_q_load_w_i8(const lk_qgemm_args &q, bool wvec,
-                                                      int64_t n0, int64_t k0,
-                                                      uint32_t (*Ws)[QBKW + 1])
-{
-    const int t = threadIdx.x, row = t >> 2, w0 = (t & 3) * 4;
-    const int64_t n = n0 + row, k = k0 + w0 * 4;
-    const int8_t *w = (const int8_t *)q.w.data + n * q.w.ld;
-    if (n < q.n && wvec && k + 16 <= q.k) {
-        uint4 u = *reinterpret_cast<const uint4 *>(w + k);
-        Ws[row][w0] = u.x, Ws[row][w0 + 1] = u.y, Ws[row][w0 + 2] = u.z, Ws[row][w0 + 3] = u.w;
-        return;
-    }
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        uint32_t word = 0;
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int64_t kk = k + 4 * j + e;
-            if (n < q.n && kk < q.k)
-                word |= (uint32_t)(uint8_t)w[kk] << (8 * e);
-        }
-        Ws[row][w0 + j] = word;
+        S[row][w0 + j] = word;
     }
 }
 
@@ -141,11 +117,11 @@ __global__ void __launch_bounds__(256) lk_qgemm_tile_kernel(lk_qgemm_args q, int
         for (int j = 0; j < 4; j++)
             acc[i][j] = 0;
     for (int64_t k0 = 0; k0 < q.k; k0 += QBK) {
-        lk_q_load_x(q, xvec, m0, k0, Xs);
+        lk_q_load_i8(q.x, q.m, q.k, xvec, m0, k0, Xs);
         if (T2)
             lk_q_load_w_t2(q, wvec, n0, k0, Ws);
         else
-            lk_q_load_w_i8(q, wvec, n0, k0, Ws);
+            lk_q_load_i8(q.w, q.n, q.k, wvec, n0, k0, Ws);
         __syncthreads();
 #pragma unroll
         for (int kw = 0; kw < QBKW; kw++) {

@@ -15,6 +15,7 @@
 #define LK_CUDA_ROWS_REG_CUH
 
 #include "backends/cuda/device.cuh"
+#include "backends/cuda/rows.cuh"
 
 #define LK_RR_MAX_CHUNKS 8
 #define LK_RR_MAX ((int64_t)LK_RR_MAX_CHUNKS * LK_CHUNK)
@@ -175,5 +176,40 @@ static __device__ __forceinline__ float lk_rr_fold(const float (&v)[J], int64_t 
 }
 
 static inline unsigned lk_rr_grid(int64_t rows) { return lk_grid_cap(rows, (int64_t)1 << 20); }
+
+/* The launcher of a row op (norms, softmax) that has both kernels: rows
+ * of up to LK_RR_MAX in registers (Op::reg<DX, DY, J>), longer ones one
+ * group per row through rows.cuh (Op::cached<DX, DY, VEC>).  Args has the
+ * x and y tensors. */
+template <class Op, class Args>
+static inline lk_status lk_rr_row_op(void *queue, const Args *a, const char *what)
+{
+    lk_op_scope op(queue, what);
+    if (!op.ok())
+        return op.status();
+    const int64_t n = a->x.cols;
+    if (n > LK_ROW_MAX)
+        return op.fail(LK_ERR_UNSUPPORTED, "%s: rows of more than 2^36 elements", what);
+    if (n <= LK_RR_MAX) {
+        const dim3 grid(lk_rr_grid(a->x.rows)), block(lk_rr_threads(n));
+        LK_FLOAT_SWITCH(a->x.dtype, DX, LK_FLOAT_SWITCH(a->y.dtype, DY, {
+            if (lk_rr_j(n) == 16)
+                Op::template reg<DX, DY, 16>(grid, block, op.stream(), *a);
+            else
+                Op::template reg<DX, DY, 64>(grid, block, op.stream(), *a);
+        }));
+        return op.launched();
+    }
+    const lk_rows_cfg c = lk_rows_plan(a->x.rows, n, true);
+    const bool vec = lk_rows_aligned(a->x, 4 * lk_dtype_bytes(a->x.dtype)) &&
+                     lk_rows_aligned(a->y, 4 * lk_dtype_bytes(a->y.dtype));
+    LK_FLOAT_SWITCH(a->x.dtype, DX, LK_FLOAT_SWITCH(a->y.dtype, DY, {
+        if (vec)
+            Op::template cached<DX, DY, true>(c, op.stream(), *a);
+        else
+            Op::template cached<DX, DY, false>(c, op.stream(), *a);
+    }));
+    return op.launched();
+}
 
 #endif

@@ -90,46 +90,27 @@ __global__ void __launch_bounds__(64 * LK_RR_MAX_CHUNKS) softmax_reg_kernel(lk_s
     }
 }
 
-template <bool LOG>
-lk_status softmax_launch(void *queue, const lk_softmax_args *a, const char *what)
-{
-    lk_op_scope op(queue, what);
-    if (!op.ok())
-        return op.status();
-    const int64_t n = a->x.cols;
-    if (n > LK_ROW_MAX)
-        return op.fail(LK_ERR_UNSUPPORTED, "%s: rows of more than 2^36 elements", what);
-    if (n <= LK_RR_MAX) {
-        LK_FLOAT_SWITCH(a->x.dtype, DX, LK_FLOAT_SWITCH(a->y.dtype, DY, {
-            if (lk_rr_j(n) == 16)
-                softmax_reg_kernel<DX, DY, LOG, 16>
-                    <<<lk_rr_grid(a->x.rows), lk_rr_threads(n), 0, op.stream()>>>(*a);
-            else
-                softmax_reg_kernel<DX, DY, LOG, 64>
-                    <<<lk_rr_grid(a->x.rows), lk_rr_threads(n), 0, op.stream()>>>(*a);
-        }));
-        return op.launched();
+template <bool LOG> struct softmax_op {
+    template <lk_dtype DX, lk_dtype DY, int J>
+    static void reg(dim3 grid, dim3 block, cudaStream_t st, const lk_softmax_args &a)
+    {
+        softmax_reg_kernel<DX, DY, LOG, J><<<grid, block, 0, st>>>(a);
     }
-    lk_rows_cfg c = lk_rows_plan(a->x.rows, n, true);
-    const bool vec = lk_rows_aligned(a->x, 4 * lk_dtype_bytes(a->x.dtype)) &&
-                     lk_rows_aligned(a->y, 4 * lk_dtype_bytes(a->y.dtype));
-    LK_FLOAT_SWITCH(a->x.dtype, DX, LK_FLOAT_SWITCH(a->y.dtype, DY, {
-        if (vec)
-            LK_ROWS_LAUNCH((softmax_kernel<DX, DY, true, LOG>), c, op.stream(), *a, c);
-        else
-            LK_ROWS_LAUNCH((softmax_kernel<DX, DY, false, LOG>), c, op.stream(), *a, c);
-    }));
-    return op.launched();
-}
+    template <lk_dtype DX, lk_dtype DY, bool VEC>
+    static void cached(const lk_rows_cfg &c, cudaStream_t st, const lk_softmax_args &a)
+    {
+        LK_ROWS_LAUNCH((softmax_kernel<DX, DY, VEC, LOG>), c, st, a, c);
+    }
+};
 
 } // namespace
 
 extern "C" lk_status lk_cuda_softmax(void *queue, const lk_softmax_args *a)
 {
-    return softmax_launch<false>(queue, a, "lk_softmax");
+    return lk_rr_row_op<softmax_op<false> >(queue, a, "lk_softmax");
 }
 
 extern "C" lk_status lk_cuda_log_softmax(void *queue, const lk_softmax_args *a)
 {
-    return softmax_launch<true>(queue, a, "lk_log_softmax");
+    return lk_rr_row_op<softmax_op<true> >(queue, a, "lk_log_softmax");
 }
