@@ -6,6 +6,9 @@
  * it); ternary GEMV/GEMM at the same shapes, in cache and cold (the
  * weights rotate through copies four times the last-level cache); norms
  * and softmax on 32 x 2560 and 4096 x 4096; a sum over 2^26; a conversion.
+ * Where the AVX2 peers are built (x86), the ternary GEMV in cache once more
+ * against llama.cpp's TQ2_0 and bitnet.cpp's I2_S kernels (bench/peers),
+ * after a check that they compute the same dot products as Lockstep.
  * Lockstep's runs come first, then the peer's, each after one warm-up run
  * (two thread pools spinning at once would slow both). */
 #ifdef HAVE_CONFIG_H
@@ -19,6 +22,9 @@
 
 #include "bench/bench_cases.h"
 #include "bench/peers.h"
+#ifdef LK_BENCH_TERNARY_PEERS
+#include "bench/peers/ternary_peers.h"
+#endif
 
 #define MAX_CASES 160
 
@@ -98,6 +104,20 @@ static void add_both(lk_bench_kind kind, lk_dtype dt, int64_t m, int64_t n, int6
     add_case(kind, dt, m, n, k, cold, quick, 1);
 }
 
+#ifdef LK_BENCH_TERNARY_PEERS
+/* The GEMV in cache against a public kernel (bench/peers) instead of the
+ * read floor. */
+static void add_t2_peer(int peer, int64_t n, int64_t k, int quick)
+{
+    add_case(LK_BK_TERNARY, LK_T2, 1, n, k, 0, quick, 0);
+    lk_bench_case *c = &cases[ncases - 1];
+    c->t2_peer = peer;
+    snprintf(names[ncases - 1], 48, "ternary.%lldx%lld.m1.%s", (long long)n, (long long)k,
+             peer == LK_PEER_TQ2_0 ? "tq2_0" : "i2_s");
+    c->peer_name = peer == LK_PEER_TQ2_0 ? "llama.cpp TQ2_0 avx2" : "bitnet.cpp I2_S avx2";
+}
+#endif
+
 const lk_bench_case *lk_bench_cases(void)
 {
     if (ncases)
@@ -118,6 +138,11 @@ const lk_bench_case *lk_bench_cases(void)
                 i == 0 && (s == 0 || s == 2));
         add_both(LK_BK_TERNARY, LK_T2, 1, shapes[s][0], shapes[s][1], 1, s == 2);
     }
+#ifdef LK_BENCH_TERNARY_PEERS
+    for (int s = 0; s < 4; s++)
+        for (int p = LK_PEER_TQ2_0; p <= LK_PEER_I2_S; p++)
+            add_t2_peer(p, shapes[s][0], shapes[s][1], s == 2);
+#endif
     add(LK_BK_RMSNORM, LK_F32, 32, 2560, 0, 0, 1);
     add(LK_BK_RMSNORM, LK_F32, 4096, 4096, 0, 0, 1);
     add(LK_BK_LAYERNORM, LK_F32, 32, 2560, 0, 0, 0);
@@ -197,6 +222,7 @@ typedef struct bench_data {
     lk_weights **pw;                          /* prepared: one per weight copy */
     int npool, nw;
     size_t wbytes;
+    void *t2p; /* the ternary peer (lk_peer_t2), when the case has one */
 } bench_data;
 
 static void data_free(bench_data *d)
@@ -209,6 +235,9 @@ static void data_free(bench_data *d)
     for (int i = 0; i < d->nw; i++)
         lk_weights_destroy(d->pw[i]);
     free(d->pw);
+#ifdef LK_BENCH_TERNARY_PEERS
+    lk_peer_t2_destroy((lk_peer_t2 *)d->t2p);
+#endif
 }
 
 static size_t cold_pool_bytes(void)
@@ -275,6 +304,14 @@ static lk_status setup(const lk_bench_case *c, bench_data *d)
         for (int64_t i = 0; i < m; i++)
             ((float *)d->xs)[i] = 127.0f;
         ((float *)d->ws)[0] = 0.5f;
+#ifdef LK_BENCH_TERNARY_PEERS
+        if (c->t2_peer) { /* the weights in the peer's layout, outside the timing */
+            d->yp = alloc((size_t)(m * n) * 4);
+            d->t2p = lk_peer_t2_create(c->t2_peer, d->pool[0], n, k);
+            if (!d->yp || !d->t2p)
+                return LK_ERR_OUT_OF_MEMORY;
+        }
+#endif
         return LK_OK;
     }
     default: {
@@ -354,6 +391,41 @@ static lk_status run_lockstep(const lk_bench_case *c, bench_data *d, lk_queue *q
     }
 }
 
+#ifdef LK_BENCH_TERNARY_PEERS
+/* The peers are AVX2 code: only where the CPU runs it. */
+static int t2_peers_run_here(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+}
+
+/* Before timing a peer: with both scales 1, Lockstep's y and the peer's
+ * are the integer dot products themselves (|dot| <= 127 K < 2^24, exact in
+ * f32), so the two must agree bit for bit.  Otherwise the comparison
+ * would not be of the same work: the case fails. */
+static lk_status t2_peer_check(const lk_bench_case *c, bench_data *d, lk_queue *q, int threads)
+{
+    const int64_t n = c->n, k = c->k;
+    float one = 1.0f;
+    lk_tensor x = lk_mat(d->x, LK_I8, 1, k), xs = lk_mat(&one, LK_F32, 1, 1);
+    lk_tensor w = lk_mat(d->pool[0], LK_T2, n, k);
+    lk_tensor ws = lk_mat(&one, LK_F32, 1, 1), y = lk_mat(d->y, LK_F32, 1, n);
+    lk_status st = lk_ternary_gemm(q, &x, &xs, &w, &ws, &y);
+    if (st != LK_OK || !t2_peers_run_here())
+        return st;
+    lk_peer_t2_run((lk_peer_t2 *)d->t2p, d->x, 1.0f, 1.0f, d->yp, threads);
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp((float *)d->y + i, (float *)d->yp + i, 4) != 0) {
+            fprintf(stderr, "lockstep bench: %s: row %lld: lockstep %.1f, %s %.1f\n", c->name,
+                    (long long)i, (double)((float *)d->y)[i], c->peer_name,
+                    (double)((float *)d->yp)[i]);
+            return LK_ERR_INTERNAL;
+        }
+    return LK_OK;
+}
+#endif
+
 /* Where the read loops' results go, so that no compiler skips the reads. */
 static volatile unsigned long long sink;
 
@@ -369,6 +441,15 @@ static int run_peer(const lk_bench_case *c, bench_data *d, int threads, int rep)
         lk_peer_sgemm((int)m, (int)n, (int)k, d->xf, d->wf, c->kind == LK_BK_LINEAR, d->yp);
         return 1;
     case LK_BK_TERNARY: /* cold: a copy Lockstep has not just read */
+#ifdef LK_BENCH_TERNARY_PEERS
+        if (c->t2_peer) {
+            if (!t2_peers_run_here())
+                return 0;
+            lk_peer_t2_run((lk_peer_t2 *)d->t2p, d->x, ((float *)d->xs)[0], ((float *)d->ws)[0],
+                           d->yp, threads);
+            return 1;
+        }
+#endif
         sink = lk_peer_read(d->pool[(rep + d->npool / 2) % d->npool], d->wbytes / 128 * 128,
                             threads);
         return 1;
@@ -402,6 +483,10 @@ lk_status lk_bench_run(const lk_bench_case *c, lk_queue *q, int threads, int rep
         st = LK_ERR_OUT_OF_MEMORY;
     if (st == LK_OK && c->prepared)
         st = prepare(c, &d, q);
+#ifdef LK_BENCH_TERNARY_PEERS
+    if (st == LK_OK && c->t2_peer)
+        st = t2_peer_check(c, &d, q, threads);
+#endif
     if (st == LK_OK)
         st = run_lockstep(c, &d, q, 0); /* warm-up, and the op's support */
     for (int i = 0; st == LK_OK && i < reps; i++) {

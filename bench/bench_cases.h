@@ -29,6 +29,8 @@ typedef struct lk_bench_case {
     double flops;      /* per run (0: bandwidth-bound) */
     double bytes;      /* moved per run, at least once */
     const char *peer_name;
+    int t2_peer;       /* ternary: LK_PEER_TQ2_0 or LK_PEER_I2_S (bench/peers) as the
+                          peer instead of the read floor; 0: the floor */
 } lk_bench_case;
 
 typedef struct lk_bench_result {

@@ -199,6 +199,18 @@ LK_INLINE void vi_dot4_codes(vi *a0, vi *a1, vi c0, vi x0, vi c1, vi x1, vi c2, 
     s = _mm256_add_epi16(s, _mm256_maddubs_epi16(c3, x3));
     *a0 = _mm256_add_epi32(*a0, _mm256_madd_epi16(s, _mm256_set1_epi16(1)));
 }
+
+/* int16 lanes for the ternary GEMV without VNNI (kernels/ternary.c proves
+ * its bounds): the u8 * s8 pair sums of vpmaddubsw, int16 adds, and the
+ * widening to int32 pairs. */
+#define LK_VEC_MADDUBS16 1
+#define vi_maddubs16(u, s) _mm256_maddubs_epi16((u), (s))
+#define vi_add16(a, b) _mm256_add_epi16((a), (b))
+#define vi_srai16(a, n) _mm256_srai_epi16((a), (n))
+LK_INLINE vi vi_widen16(vi acc, vi s)
+{
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(s, _mm256_set1_epi16(1)));
+}
 #endif
 
 /* acc + sum of a_j * b_j over 16 int8 pairs, exact: the bytes are widened

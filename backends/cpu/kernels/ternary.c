@@ -204,6 +204,60 @@ static int32_t tq_row_scaled(const tq_ctx *c, const uint8_t *w, const int8_t *x,
 }
 #endif
 
+#ifdef LK_VEC_MADDUBS16
+/* Without VNNI (AVX2): vpmaddubsw's pair sums stay in int16 for four
+ * groups and are widened once, and the codes are decoded with one shift:
+ * with h = b >> 4 (16-bit lanes; the low nibble of each byte is then
+ * that byte's high nibble), slots 0 and 2 are b & 3 and h & 3 (codes as
+ * they are), slots 1 and 3 are b & 0x0c and h & 0x0c (4 * code).  Bounds,
+ * for codes up to 3 and |x| <= 128: a pair sum is at most 2 * 3 * 128 =
+ * 768 (lo) or 4 * 768 = 3072 (hi), so vpmaddubsw never saturates; over
+ * four groups lo sums at most 8 * 768 = 6144 and hi at most 8 * 3072 =
+ * 24576 < 2^15; hi is a multiple of 4, so the arithmetic shift by 2 is
+ * exact, and lo + hi / 4 is at most 12288: no int16 step wraps before
+ * vpmaddwd widens to int32. */
+#define TQ_FLUSH 4
+
+LK_INLINE void tq_group1m(vi *lo, vi *hi, const uint8_t *w, const int8_t *x)
+{
+    const vi b = vi_load(w), h = vi_srli16(b, 4);
+    const vi m3 = vi_set1_8(0x03), mc = vi_set1_8(0x0c);
+    *lo = vi_add16(*lo, vi_maddubs16(vi_and(b, m3), vi_load(x)));
+    *hi = vi_add16(*hi, vi_maddubs16(vi_and(b, mc), vi_load(x + TQ_VB)));
+    *lo = vi_add16(*lo, vi_maddubs16(vi_and(h, m3), vi_load(x + 2 * TQ_VB)));
+    *hi = vi_add16(*hi, vi_maddubs16(vi_and(h, mc), vi_load(x + 3 * TQ_VB)));
+}
+
+static int32_t tq_row_m16(const tq_ctx *c, const uint8_t *w, const int8_t *x, int32_t xsum)
+{
+    vi a = vi_zero(), lo = vi_zero(), hi = vi_zero(), lo2 = vi_zero(), hi2 = vi_zero();
+    int64_t g = 0;
+    for (; g + TQ_FLUSH <= c->full; g += TQ_FLUSH) {
+        if (lk_cpu_prefetch) {
+            __builtin_prefetch(w + g * TQ_VB + TQ_ROW_PREFETCH);
+            __builtin_prefetch(w + (g + 2) * TQ_VB + TQ_ROW_PREFETCH);
+        }
+        tq_group1m(&lo, &hi, w + g * TQ_VB, x + g * TQ_G);
+        tq_group1m(&lo2, &hi2, w + (g + 1) * TQ_VB, x + (g + 1) * TQ_G);
+        tq_group1m(&lo, &hi, w + (g + 2) * TQ_VB, x + (g + 2) * TQ_G);
+        tq_group1m(&lo2, &hi2, w + (g + 3) * TQ_VB, x + (g + 3) * TQ_G);
+        a = vi_widen16(a, vi_add16(vi_add16(lo, lo2), vi_srai16(vi_add16(hi, hi2), 2)));
+        lo = hi = lo2 = hi2 = vi_zero();
+    }
+    /* at most TQ_FLUSH - 1 whole groups and the tail: one more flush */
+    for (; g < c->full; g++)
+        tq_group1m(&lo, &hi, w + g * TQ_VB, x + g * TQ_G);
+    if (g < c->groups) { /* the row's last bytes, copied: no read past it */
+        uint8_t tail[TQ_VB];
+        memset(tail, 0, sizeof tail);
+        memcpy(tail, w + g * TQ_VB, (size_t)(c->rowbytes - g * TQ_VB));
+        tq_group1m(&lo2, &hi2, tail, x + g * TQ_G);
+    }
+    a = vi_widen16(a, vi_add16(vi_add16(lo, lo2), vi_srai16(vi_add16(hi, hi2), 2)));
+    return (int32_t)((uint32_t)vi_hsum(a) - (uint32_t)xsum);
+}
+#endif
+
 /* GEMV: a whole row at a time, in memory order, so that the weights are
  * one stream the hardware prefetcher follows at full bandwidth; two
  * groups in flight, two accumulators each, keep the vpdpbusd chains short. */
@@ -212,6 +266,9 @@ static int32_t tq_row(const tq_ctx *c, const uint8_t *w, const int8_t *x, int32_
 #if LK_VEC_VNNI
     if (c->kp <= TQ_SCALED_MAX_K)
         return tq_row_scaled(c, w, x, xsum);
+#endif
+#ifdef LK_VEC_MADDUBS16
+    return tq_row_m16(c, w, x, xsum);
 #endif
     vi a0 = vi_zero(), a1 = vi_zero(), a2 = vi_zero(), a3 = vi_zero();
     int64_t g = 0;
