@@ -105,6 +105,13 @@ check_PROGRAMS += tests/test_model_ops
 TESTS += tests/test_model_ops
 tests_test_model_ops_LDADD = liblockstep.la
 
+# Softmax and log-softmax on every device, bit for bit against the
+# reference where the kernels' short exp hands over to the full one
+# (every t of the band around k = -125, edges, special rows).
+check_PROGRAMS += tests/test_softmax
+TESTS += tests/test_softmax
+tests_test_softmax_LDADD = liblockstep.la
+
 # Graph capture and replay on every device (a CUDA graph on GPUs, the
 # core's recording elsewhere), bit for bit against the eager calls.
 check_PROGRAMS += tests/test_graph

@@ -301,9 +301,9 @@ static void t_softmax(const float *x, int64_t n, int log_form, float *y)
     for (int64_t i = 0; i < n; i++)
         e[i] = lk_ref_expf(x[i] - mx);
     float s = t_sum(e, n, 0);
-    float ls = lk_ref_logf(s);
+    float ls = lk_ref_logf(s), rs = 1.0f / s;
     for (int64_t i = 0; i < n; i++)
-        y[i] = log_form ? (x[i] - mx) - ls : e[i] / s;
+        y[i] = log_form ? (x[i] - mx) - ls : e[i] * rs;
     free(e);
 }
 
@@ -910,7 +910,8 @@ static void acc_norms(acc_row *r, float eps)
 /* Softmax: t_i = x_i - mx (error u |t_i|); E_i the measured relative error
  * of the library's exp at t_i (section 7 bounds it); the sum then has
  * relative error sigma <= max (E_j + u |t_j|) + gamma_h, and
- * |y_i / Y_i - 1| <= E_i + u |t_i| + sigma + u.  Log-softmax:
+ * |y_i / Y_i - 1| <= E_i + u |t_i| + sigma + 2u (r = 1 / s and e_i * r
+ * round once each).  Log-softmax:
  * |y_i - Y_i| <= u |t_i| + sigma + |ls - log(s)| + u |Y_i|, with the
  * measured error of the library's log at the kernel's s. */
 static void acc_softmax(acc_row *r, double *exp_err, double *log_err)
@@ -940,7 +941,7 @@ static void acc_softmax(acc_row *r, double *exp_err, double *log_err)
     for (int64_t i = 0; i < n; i++) {
         double t = (double)r->x[i] - mx, Y = exp(t) / Se;
         double err = ok_run ? fabs(r->y[i] - Y) : NAN;
-        note(r, A_SM, err, 1.01 * (E[i] + U * fabs(t) + sig + U) * Y + 0x1p-149);
+        note(r, A_SM, err, 1.01 * (E[i] + U * fabs(t) + sig + 2 * U) * Y + 0x1p-149);
     }
     ok_run = lk_ref_log_softmax(&a) == LK_OK;
     for (int64_t i = 0; i < n; i++) {

@@ -60,9 +60,9 @@ lk_status lk_ref_attention(const lk_attention_args *a)
                 }
                 for (int64_t j = 0; j < n; j++)
                     e[j] = lk_ref_expf(e[j] - mx);
-                float s = lk_ref_lane_sum(e, n);
+                float rs = 1.0f / lk_ref_lane_sum(e, n); /* softmax's reciprocal */
                 for (int64_t j = 0; j < n; j++)
-                    e[j] = e[j] / s; /* p_j */
+                    e[j] = e[j] * rs; /* p_j */
                 /* out_d = dot over j of p_j * v_j,d */
                 for (int64_t d = 0; d < hd; d++) {
                     float total = 0.0f;

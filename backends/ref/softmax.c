@@ -47,9 +47,9 @@ lk_status lk_ref_softmax(const lk_softmax_args *a)
 
     for (int64_t r = 0; r < x->rows; r++) {
         lk_ref_load_row(x, r, t);
-        float s = shifted_exp_sum(t, e, n);
+        float rs = 1.0f / shifted_exp_sum(t, e, n); /* once per row */
         for (int64_t i = 0; i < n; i++)
-            lk_ref_store(y->data, y->dtype, r * y->ld + i, e[i] / s);
+            lk_ref_store(y->data, y->dtype, r * y->ld + i, e[i] * rs);
     }
     free(t);
     return LK_OK;

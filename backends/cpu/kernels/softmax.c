@@ -1,113 +1,225 @@
 /* Lockstep CPU kernels: softmax and log-softmax (docs/numerics.md section
- * 6), the reference's backends/ref/softmax.c on vectors: mx = maximum of
- * the row, e_i = exp(x_i - mx) kept in a row buffer, s = the lane sum of
- * the e_i, then y_i = e_i / s, or y_i = (x_i - mx) - log(s).  Threads take
- * whole rows.
+ * 6), the reference's backends/ref/softmax.c on vectors.  Threads take
+ * whole rows; per row three passes, only the first from memory:
  *
- * Softmax is bound by arithmetic, not memory (docs/bench.md, "Floors"):
- * the exp keeps the FMA and ALU ports busy while the divider idles, and
- * the division pass the other way round.  So each thread runs the division
- * of its previous row inside the exp loop of the current one (two row
- * buffers of exps): the same operations on the same values, overlapped. */
+ *   1. mx = maximum of the row (the row was prefetched during pass 2 of
+ *      the row before);
+ *   2. e_i = exp(x_i - mx) and, in the same loop, the lane sum s
+ *      (numerics.md 5: vector j of a chunk is register j % (64 / VW) of
+ *      the 64 lanes), the next row prefetched meanwhile;
+ *   3. softmax: r = 1 / s, y_i = e_i * r; log-softmax:
+ *      y_i = (x_i - mx) - log(s).
+ *
+ * Pass 2 is nearly all the arithmetic and pass 3 nearly all the stores to
+ * memory, so (f32 output) softmax runs pass 3 of row r - 1 inside pass 2
+ * of row r (two buffers of e_i): the memory writes y while the cores
+ * compute exps.  Pass 2 uses sm_exp, the contract's exp with the exponent
+ * scaling done by an integer add wherever that gives the same bits (proof
+ * below). */
 #include "backends/cpu/kernels/elem.h"
 #include "backends/cpu/kernels/lanes.h"
 #include "backends/cpu/kernels/transcendental.h"
 #include "backends/cpu/threads.h"
 
+#define C(x) vf_set1(x)
+
 typedef struct sm_job {
     const lk_softmax_args *a;
     int log;
-    float *buf; /* per thread: SM_ROWS rows (the widened x, the e_i, the previous e_i) */
+    float *buf;  /* per thread: `per` floats */
+    int64_t per; /* two rows of e_i, the chunk partials (nc), a widened row (bf16/f16 x) */
 } sm_job;
 
-#define SM_ROWS 3
-
-/* y[r, i .. i + part) = e[i ..] / s, rounded at the store. */
-LK_INLINE void sm_div(const lk_softmax_args *a, int64_t r, const float *e, vf vs, int64_t i,
-                      int part)
+/* exp(t) (numerics.md 7.1) for t <= 0 in every lane, none NaN: softmax's
+ * t_i = x_i - mx when mx is finite (x_i <= mx, and a subtraction rounds a
+ * non-positive difference to a non-positive float).
+ *
+ * Why the short path gives the full sequence's bits.  With tt =
+ * fma(t, LOG2E, SHIFT) and kf = tt - SHIFT = k, suppose k >= -125 in
+ * every lane.  Then t * LOG2E >= -125.5, so t > -87 > LO, and t <= 0 < HI:
+ * both clamps return t, so xc = t and tt, kf, k, rh, d, r, q, u, a, ae, p
+ * below are the full sequence's values, operation for operation.  p lies
+ * in [0.70, 1.42] (numerics.md 7.1), i.e. its biased exponent is 126 or
+ * 127, and -125 <= k <= 0.  The full sequence returns (p * 2^k1) * 2^k2,
+ * k1 + k2 = k, k1 = floor(k / 2) >= -63: p * 2^k1 is exact (normal), and
+ * p * 2^k has a biased exponent in [1, 127], so it is a normal float and
+ * the second product is exact too: the result is p * 2^k, whose bits are
+ * bits(p) + (k << 23) (the exponent field moves by k and stays in
+ * [1, 254]).  Finally k = bits(tt) - 0x4b400000 and 0x4b400000 << 23 is 0
+ * modulo 2^32 (its lowest set bit is bit 22), so k << 23 = bits(tt) << 23:
+ * two integer operations instead of the clamps, the two scale factors,
+ * two multiplications and the NaN select.  A vector with any lane below
+ * k = -125 (where p * 2^k may be subnormal and round) takes the full
+ * sequence, v_expf, whose bits are the contract's by construction. */
+LK_INLINE vf sm_exp(vf t)
 {
-    const int64_t yi = r * a->y.ld + i;
-    if (part == VW)
-        st_dt(a->y.data, a->y.dtype, yi, vf_div(vf_load(e + i), vs));
-    else
-        st_dt_part(a->y.data, a->y.dtype, yi, part,
-                   vf_div(vf_load_part(e + i, part, vf_zero()), vs));
+    const vf tt = vf_fma(t, C(LK_LOG2E), C(LK_EXP_SHIFT));
+    const vf kf = vf_sub(tt, C(LK_EXP_SHIFT));
+    if (__builtin_expect(vm_any(vf_lt(kf, C(-125.0f))), 0))
+        return v_expf(t);
+    const vf rh = vf_fma(kf, C(-LK_LN2_HI), t);
+    const vf d = vf_mul(kf, C(-LK_LN2_LO));
+    const vf r = vf_add(rh, d);
+    vf q = vf_fma(C(LK_EXP_Q4), r, C(LK_EXP_Q3));
+    q = vf_fma(q, r, C(LK_EXP_Q2));
+    q = vf_fma(q, r, C(LK_EXP_Q1));
+    q = vf_fma(q, r, C(LK_EXP_Q0));
+    const vf u = vf_fma(vf_mul(r, r), q, d);
+    const vf a = vf_add(C(1.0f), rh);
+    const vf ae = vf_add(vf_sub(C(1.0f), a), rh);
+    const vf p = vf_add(a, vf_add(ae, u));
+    return vi_as_vf(vi_add(vf_as_vi(p), vi_slli(vf_as_vi(tt), 23)));
 }
 
-/* Softmax over rows r0 .. r1 - 1, the division of row r - 1 inside the exp
- * loop of row r. */
-static void sm_rows_pipe(const sm_job *j, int64_t r0, int64_t r1, int tid)
+/* e = exp(x - mx) (sm_exp when fast) for one vector. */
+LK_INLINE vf sm_e(const int fast, vf x, vf mx)
 {
-    const lk_softmax_args *a = j->a;
-    const int64_t n = a->x.cols, es = dt_size(a->x.dtype);
-    float *xb = j->buf + (int64_t)tid * SM_ROWS * n, *ec = xb + n, *ep = ec + n;
-    vf vsp = vf_zero();
-    int64_t rp = -1; /* the row whose division is pending, its exps in ep */
-    for (int64_t r = r0; r < r1; r++) {
-        const float *x = row_f32(&a->x, r, xb);
-        const vf mx = vf_set1(row_extreme(1, x, n));
-        /* the row is in cache: ask for the next one while this one ends */
-        const char *pf = r + 1 < r1 ? (const char *)a->x.data + (r + 1) * a->x.ld * es : NULL;
-        int64_t i = 0;
-        for (; i + VW <= n; i += VW) {
-            if (pf)
-                __builtin_prefetch(pf + i * es);
-            vf_store(ec + i, v_expf(vf_sub(vf_load(x + i), mx)));
-            if (rp >= 0)
-                sm_div(a, rp, ep, vsp, i, VW);
+    const vf t = vf_sub(x, mx);
+    return fast ? sm_exp(t) : v_expf(t);
+}
+
+/* The pending pass 3 of the previous row run inside pass 2 of this one:
+ * y[i] = e[i] * r, f32, none NaN; y == NULL when there is none. */
+typedef struct sm_pend {
+    float *y;
+    const float *e;
+    vf r;
+} sm_pend;
+
+LK_INLINE void sm_pend_do(const sm_pend *p, int64_t i, int w)
+{
+    if (w == VW)
+        vf_store(p->y + i, vf_mul(vf_load(p->e + i), p->r));
+    else
+        vf_store_part(p->y + i, w, vf_mul(vf_load_part(p->e + i, w, p->r), p->r));
+}
+
+/* One chunk (1 <= n <= LK_CHUNK terms) of pass 2: the e_i into e (when e
+ * is not NULL) and their lane sum, the chunk's partial.  pf: the same
+ * place in the next row (es bytes per element), or NULL; pd: the pending
+ * pass 3 at the same place, its y NULL when there is none. */
+LK_INLINE float sm_chunk(const int fast, const float *x, int64_t n, vf mx, float *e,
+                         const char *pf, int64_t es, const sm_pend *pd)
+{
+    vf acc[LANES_NV];
+    for (int a = 0; a < LANES_NV; a++)
+        acc[a] = vf_bits(0x80000000u); /* -0 */
+    int64_t i = 0;
+    for (; i + LK_LANES <= n; i += LK_LANES) {
+        if (pf)
+            for (int64_t b = 0; b < LK_LANES * es; b += 64)
+                __builtin_prefetch(pf + i * es + b);
+        for (int a = 0; a < LANES_NV; a++) {
+            const vf v = sm_e(fast, vf_load(x + i + a * VW), mx);
+            if (e)
+                vf_store(e + i + a * VW, v);
+            acc[a] = vf_add(acc[a], v);
+            if (pd->y)
+                sm_pend_do(pd, i + a * VW, VW);
         }
-        if (i < n) {
-            vf_store_part(ec + i, (int)(n - i),
-                          v_expf(vf_sub(vf_load_part(x + i, (int)(n - i), vf_zero()), mx)));
-            if (rp >= 0)
-                sm_div(a, rp, ep, vsp, i, (int)(n - i));
-        }
-        vsp = vf_set1(lane_sum(LANE_SUM, ec, n, 0.0f));
-        rp = r;
-        float *t = ec;
-        ec = ep;
-        ep = t;
     }
-    if (rp >= 0)
-        for (int64_t i = 0; i < n; i += VW)
-            sm_div(a, rp, ep, vsp, i, n - i < VW ? (int)(n - i) : VW);
+    for (int a = 0; a < LANES_NV && i + a * VW < n; a++) {
+        const int64_t left = n - i - a * VW;
+        if (left >= VW) {
+            const vf v = sm_e(fast, vf_load(x + i + a * VW), mx);
+            if (e)
+                vf_store(e + i + a * VW, v);
+            acc[a] = vf_add(acc[a], v);
+            if (pd->y)
+                sm_pend_do(pd, i + a * VW, VW);
+        } else {
+            /* the fill mx makes t = +0 in the lanes past the row */
+            const vf v = sm_e(fast, vf_load_part(x + i + a * VW, (int)left, mx), mx);
+            if (e)
+                vf_store_part(e + i + a * VW, (int)left, v);
+            acc[a] = vf_select(vm_first((int)left), vf_add(acc[a], v), acc[a]);
+            if (pd->y)
+                sm_pend_do(pd, i + a * VW, (int)left);
+        }
+    }
+    for (int s = LANES_NV / 2; s >= 1; s /= 2)
+        for (int a = 0; a < s; a++)
+            acc[a] = vf_add(acc[a], acc[a + s]);
+    return vf_butterfly(acc[0]);
+}
+
+/* Pass 2 over a row: the lane sum of e_i = exp(x_i - mx); part holds
+ * ceil(n / LK_CHUNK) floats. */
+static float sm_exp_sum(const float *x, int64_t n, float mx, float *e, float *part,
+                        const char *pf, int64_t es, sm_pend pd)
+{
+    /* a finite mx: every t_i <= 0 and none NaN (sm_exp); otherwise every
+     * t_i is NaN or -Inf and the row is NaN or all +0 anyway */
+    const int fast = mx - mx == 0.0f;
+    const vf vmx = vf_set1(mx);
+    int64_t c = 0;
+    for (int64_t lo = 0; lo < n; lo += LK_CHUNK, c++) {
+        const int64_t cn = n - lo < LK_CHUNK ? n - lo : LK_CHUNK;
+        const char *p = pf ? pf + lo * es : NULL;
+        float *ec = e ? e + lo : NULL;
+        const sm_pend pc = {pd.y ? pd.y + lo : NULL, pd.e + lo, pd.r};
+        part[c] = fast ? sm_chunk(1, x + lo, cn, vmx, ec, p, es, &pc)
+                       : sm_chunk(0, x + lo, cn, vmx, ec, p, es, &pc);
+    }
+    return c == 1 ? part[0] : lane_sum(LANE_SUM, part, c, 0.0f);
+}
+
+/* Pass 3 of softmax on its own: y_i = e_i * rs, rounded at the store. */
+static void sm_scale(const lk_softmax_args *a, int64_t r, const float *e, float rs)
+{
+    const int64_t n = a->x.cols, yi = r * a->y.ld;
+    const vf vr = vf_set1(rs);
+    for (int64_t i = 0; i < n; i += VW) {
+        const int w = n - i < VW ? (int)(n - i) : VW;
+        const vf v = vf_mul(vf_load_part(e + i, w, vf_zero()), vr);
+        if (w == VW)
+            st_dt(a->y.data, a->y.dtype, yi + i, v);
+        else
+            st_dt_part(a->y.data, a->y.dtype, yi + i, w, v);
+    }
 }
 
 static void sm_rows(void *p, int64_t r0, int64_t r1, int tid)
 {
     const sm_job *j = (const sm_job *)p;
     const lk_softmax_args *a = j->a;
-    const int64_t n = a->x.cols;
-    if (!j->log) {
-        sm_rows_pipe(j, r0, r1, tid);
-        return;
-    }
-    /* log-softmax: y_i = (x_i - mx) - log(s), no division to overlap */
-    float *e = j->buf + (int64_t)tid * SM_ROWS * n;
+    const int64_t n = a->x.cols, es = dt_size(a->x.dtype), ns = (n + 15) & ~(int64_t)15;
+    float *ec = j->buf + (int64_t)tid * j->per, *ep = ec + ns, *part = ep + ns;
+    float *xb = part + (n + LK_CHUNK - 1) / LK_CHUNK;
+    sm_pend pd = {NULL, NULL, vf_zero()};
     for (int64_t r = r0; r < r1; r++) {
-        const float *x = row_f32(&a->x, r, e + n);
-        const vf mx = vf_set1(row_extreme(1, x, n));
-        int64_t i = 0;
-        for (; i + VW <= n; i += VW)
-            vf_store(e + i, v_expf(vf_sub(vf_load(x + i), mx)));
-        if (i < n)
-            vf_store_part(e + i, (int)(n - i),
-                          v_expf(vf_sub(vf_load_part(x + i, (int)(n - i), vf_zero()), mx)));
-        const float s = lane_sum(LANE_SUM, e, n, 0.0f);
-        const int64_t yi = r * a->y.ld;
-        const vf vs = vf_set1(lk_logf(s));
+        const float *x = row_f32(&a->x, r, xb);
+        const float mx = row_extreme(1, x, n);
         /* the row is in cache: ask for the next one while this one ends */
-        const int64_t es = dt_size(a->x.dtype);
         const char *pf = r + 1 < r1 ? (const char *)a->x.data + (r + 1) * a->x.ld * es : NULL;
-        for (i = 0; i < n; i += VW) {
-            if (pf)
-                __builtin_prefetch(pf + i * es);
-            const int part = n - i < VW ? (int)(n - i) : VW;
-            vf v = vf_sub(vf_sub(vf_load_part(x + i, part, vf_zero()), mx), vs);
-            if (part == VW)
-                st_dt(a->y.data, a->y.dtype, yi + i, v);
-            else
-                st_dt_part(a->y.data, a->y.dtype, yi + i, part, v);
+        const float s = sm_exp_sum(x, n, mx, j->log ? NULL : ec, part, pf, es, pd);
+        pd.y = NULL;
+        if (j->log) {
+            const int64_t yi = r * a->y.ld;
+            const vf vmx = vf_set1(mx), ls = vf_set1(lk_logf(s));
+            for (int64_t i = 0; i < n; i += VW) {
+                const int w = n - i < VW ? (int)(n - i) : VW;
+                const vf v = vf_sub(vf_sub(vf_load_part(x + i, w, vf_zero()), vmx), ls);
+                if (w == VW)
+                    st_dt(a->y.data, a->y.dtype, yi + i, v);
+                else
+                    st_dt_part(a->y.data, a->y.dtype, yi + i, w, v);
+            }
+            continue;
+        }
+        const float rs = 1.0f / s;
+        /* s not NaN: no e_i is NaN (a NaN e_i makes s NaN), so neither is
+         * any product, and an f32 y takes them as they are, during the
+         * next row's pass 2 */
+        if (a->y.dtype == LK_F32 && s == s && r + 1 < r1) {
+            pd.y = (float *)a->y.data + r * a->y.ld;
+            pd.e = ec;
+            pd.r = vf_set1(rs);
+            float *t = ec;
+            ec = ep;
+            ep = t;
+        } else {
+            sm_scale(a, r, ec, rs);
         }
     }
 }
@@ -117,9 +229,12 @@ static lk_status softmax(lk_cpu_queue *q, const lk_softmax_args *a, int log, con
     const int64_t rows = a->x.rows, n = a->x.cols;
     if (rows == 0 || n == 0)
         return LK_OK;
-    const int nt = lk_cpu_threads_for(q, 48.0 * (double)rows * (double)n, rows);
-    sm_job j = {a, log, NULL};
-    j.buf = (float *)lk_cpu_scratch(q, (size_t)nt * SM_ROWS * (size_t)n * sizeof(float), who);
+    const int nt = lk_cpu_threads_for(q, 32.0 * (double)rows * (double)n, rows);
+    const int64_t nc = (n + LK_CHUNK - 1) / LK_CHUNK;
+    sm_job j = {a, log, NULL, 0};
+    j.per = 2 * ((n + 15) & ~(int64_t)15) + nc + (a->x.dtype == LK_F32 ? 0 : n);
+    j.per = (j.per + 15) & ~(int64_t)15; /* each thread's rows start on a 64-byte line */
+    j.buf = (float *)lk_cpu_scratch(q, (size_t)nt * (size_t)j.per * sizeof(float), who);
     if (j.buf == NULL)
         return LK_ERR_OUT_OF_MEMORY;
     lk_cpu_for(nt, rows, sm_rows, &j);
