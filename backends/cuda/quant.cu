@@ -53,6 +53,81 @@ __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
     }
 }
 
+/* Rows of up to LK_QA_REG_MAX elements (every activation row of a decoder):
+ * one block of LK_QA_THREADS per row, each thread holding its elements in
+ * registers, so the row is read once with all loads in flight, the
+ * absmax is one warp shuffle tree plus one barrier, and the quantised
+ * values go out four per store.  VEC: x rows 16-byte aligned (float4 or 4
+ * halves) and q rows 4-byte aligned; element 4v + e belongs to thread
+ * v mod LK_QA_THREADS.  The maximum is order-free, the rest per element,
+ * so the bits are those of the general kernel. */
+#define LK_QA_THREADS 256
+#define LK_QA_PER 8 /* groups of 4 per thread */
+#define LK_QA_REG_MAX ((int64_t)LK_QA_THREADS * LK_QA_PER * 4)
+
+template <lk_dtype DX, bool VEC>
+__global__ void __launch_bounds__(LK_QA_THREADS) quantize_act_reg_kernel(lk_quant_args a)
+{
+    typedef typename lk_elem<DX>::T TX;
+    __shared__ float red[LK_QA_THREADS / 32];
+    const int n = (int)a.x.cols, tid = threadIdx.x;
+    for (int64_t r = blockIdx.x; r < a.x.rows; r += gridDim.x) {
+        const TX *xr = (const TX *)a.x.data + r * a.x.ld;
+        int8_t *qr = (int8_t *)a.q.data + r * a.q.ld;
+        float v[LK_QA_PER][4];
+#pragma unroll
+        for (int u = 0; u < LK_QA_PER; u++) {
+            const int i = 4 * (tid + u * LK_QA_THREADS);
+            if (VEC && i + 4 <= n) {
+                const float4 f = lk_elem<DX>::load4(xr, i);
+                v[u][0] = f.x, v[u][1] = f.y, v[u][2] = f.z, v[u][3] = f.w;
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    v[u][e] = i + e < n ? lk_elem<DX>::load(xr, i + e) : 0.0f;
+            }
+        }
+        /* |x| >= +0, so +0 is the identity of this maximum (padding is +0) */
+        float m = 0.0f;
+#pragma unroll
+        for (int u = 0; u < LK_QA_PER; u++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                m = lk_maximum(m, lk_fabs(v[u][e]));
+        m = lk_warp_maximum(m);
+        if ((tid & 31) == 0)
+            red[tid / 32] = m;
+        __syncthreads();
+        float amax = red[0];
+#pragma unroll
+        for (int w = 1; w < LK_QA_THREADS / 32; w++)
+            amax = lk_maximum(amax, red[w]);
+        __syncthreads(); /* red is refilled by the next row */
+        const float d = lk_maximum(amax, LK_QUANT_EPS);
+        const float s = __fdiv_rn(127.0f, d);
+#pragma unroll
+        for (int u = 0; u < LK_QA_PER; u++) {
+            const int i = 4 * (tid + u * LK_QA_THREADS);
+            int qv[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                qv[e] = quantize(__fmul_rn(v[u][e], s), -128.0f, 127.0f);
+            if (VEC && i + 4 <= n) {
+                const uint32_t w = (uint32_t)(uint8_t)qv[0] | (uint32_t)(uint8_t)qv[1] << 8 |
+                                   (uint32_t)(uint8_t)qv[2] << 16 | (uint32_t)(uint8_t)qv[3] << 24;
+                *reinterpret_cast<uint32_t *>(qr + i) = w;
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (i + e < n)
+                        qr[i + e] = (int8_t)qv[e];
+            }
+        }
+        if (tid == 0)
+            lk_store_any(a.scale.data, a.scale.dtype, r * a.scale.ld, s);
+    }
+}
+
 /* rs[r] = lane sum of |w[r, k]|. */
 template <lk_dtype DX, bool VEC>
 __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
@@ -121,8 +196,21 @@ extern "C" lk_status lk_cuda_quantize_act(void *queue, const lk_quant_args *a)
     lk_op_scope op(queue, "lk_quantize_act");
     if (!op.ok())
         return op.status();
-    lk_rows_cfg c = lk_rows_plan(a->x.rows, a->x.cols, true);
+    if (a->x.rows <= 0)
+        return LK_OK;
     const bool vec = lk_rows_aligned(a->x, 4 * lk_dtype_bytes(a->x.dtype));
+    if (a->x.cols <= LK_QA_REG_MAX) {
+        const bool qvec = vec && lk_rows_aligned(a->q, 4);
+        const unsigned grid = lk_grid_cap(a->x.rows, 65535);
+        LK_FLOAT_SWITCH(a->x.dtype, DX, {
+            if (qvec)
+                quantize_act_reg_kernel<DX, true><<<grid, LK_QA_THREADS, 0, op.stream()>>>(*a);
+            else
+                quantize_act_reg_kernel<DX, false><<<grid, LK_QA_THREADS, 0, op.stream()>>>(*a);
+        });
+        return op.launched();
+    }
+    lk_rows_cfg c = lk_rows_plan(a->x.rows, a->x.cols, true);
     LK_FLOAT_SWITCH(a->x.dtype, DX, {
         if (vec)
             LK_ROWS_LAUNCH((quantize_act_kernel<DX, true>), c, op.stream(), *a, c);

@@ -417,10 +417,16 @@ typedef struct bn_tdev {
     lk_weights *prep; /* NULL: lk_ternary_gemm on codes and scale */
 } bn_tdev;
 
+/* On the device the projections that read the same input are one ternary
+ * matrix: q, k, v stacked as qkv, gate and up as gu, each row with its own
+ * tensor's scale (a 1 x N scale gives each row the bits of the separate
+ * product), so a layer runs two GEMVs fewer.  t[3] (output) and t[6] (down)
+ * stay as they are; t[0 .. 2], t[4], t[5] are not uploaded. */
 typedef struct bn_ldev {
     void *attn_norm, *attn_sub_norm, *ffn_norm, *ffn_sub_norm;
     bn_tdev t[7];
-    float *kc, *vc; /* [max_batch][max_ctx][kvd] */
+    bn_tdev qkv, gu;
+    float *kvc; /* [max_batch][max_ctx][2 kvd]: each row k then v */
 } bn_ldev;
 
 struct bn_model {
@@ -435,8 +441,9 @@ struct bn_model {
     lk_weights *head_prep;
     int nprep;
     bn_ldev *L;
-    /* activations: M = max_b * max_t rows */
-    float *x, *xn, *qb, *kb, *vb, *att, *tmp, *g, *u, *logits;
+    /* activations: M = max_b * max_t rows; qkv rows are q | k | v, gu
+     * rows gate | up */
+    float *x, *xn, *qkv, *att, *tmp, *gu, *g, *u, *logits;
     int8_t *xq;
     float *xs;
     int32_t *ids, *pos;
@@ -446,6 +453,8 @@ struct bn_model {
     unsigned flags;
     lk_graph **seg;  /* BN_GRAPH: the decode step's n_layer + 1 segments */
     int64_t seg_b;   /* the batch they were captured for, 0: none */
+    void **hbufs;    /* host copies of the fused projections (host devices read them) */
+    int nhbuf;
 };
 
 static void *dalloc(bn_model *m, size_t bytes)
@@ -487,13 +496,19 @@ void bn_model_destroy(bn_model *m)
     drop_graphs(m);
     if (m->q)
         lk_queue_destroy(m->q);
-    for (int64_t l = 0; m->L && l < m->c.n_layer; l++)
+    for (int64_t l = 0; m->L && l < m->c.n_layer; l++) {
         for (int i = 0; i < 7; i++)
             lk_weights_destroy(m->L[l].t[i].prep);
+        lk_weights_destroy(m->L[l].qkv.prep);
+        lk_weights_destroy(m->L[l].gu.prep);
+    }
     lk_weights_destroy(m->head_prep);
     for (int i = 0; i < m->nalloc; i++)
         lk_free(m->dev, m->allocs[i]);
     free(m->allocs);
+    for (int i = 0; i < m->nhbuf; i++)
+        free(m->hbufs[i]);
+    free(m->hbufs);
     free(m->L);
     free(m->h_ids);
     free(m->h_pos);
@@ -515,6 +530,40 @@ static lk_weights *prepare(bn_model *m, const lk_tensor *w, const lk_tensor *sca
         return NULL;
     m->nprep++;
     return h;
+}
+
+/* The rows of np ternary matrices of equal width stacked into one, with one
+ * scale per row, on the device. */
+static int fuse(bn_model *m, const lkg_ternary *const *parts, int np, bn_tdev *out)
+{
+    const int64_t ld = parts[0]->ld;
+    int64_t rows = 0;
+    for (int i = 0; i < np; i++)
+        rows += parts[i]->rows;
+    const size_t rb = (size_t)(ld / 4);
+    uint8_t *codes = malloc((size_t)rows * rb);
+    float *scale = malloc((size_t)rows * sizeof *scale);
+    void **hb = realloc(m->hbufs, (size_t)(m->nhbuf + 2) * sizeof *hb);
+    if (hb)
+        m->hbufs = hb;
+    if (!codes || !scale || !hb) {
+        free(codes), free(scale);
+        return -1;
+    }
+    m->hbufs[m->nhbuf++] = codes;
+    m->hbufs[m->nhbuf++] = scale;
+    int64_t r0 = 0;
+    for (int i = 0; i < np; i++) {
+        const lkg_ternary *t = parts[i];
+        memcpy(codes + (size_t)r0 * rb, t->codes, (size_t)t->rows * rb);
+        for (int64_t r = 0; r < t->rows; r++)
+            scale[r0 + r] = t->scale[t->nscale == 1 ? 0 : r];
+        r0 += t->rows;
+    }
+    out->nscale = rows;
+    out->codes = upload(m, codes, (size_t)rows * rb);
+    out->scale = upload(m, scale, (size_t)rows * sizeof *scale);
+    return out->codes && out->scale ? 0 : -1;
 }
 
 int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t max_batch,
@@ -558,20 +607,21 @@ int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t ma
         ok = ok && (D->attn_sub_norm = upload(m, L->attn_sub_norm, (size_t)qd * 4));
         ok = ok && (D->ffn_norm = upload(m, L->ffn_norm, (size_t)c->dim * 4));
         ok = ok && (D->ffn_sub_norm = upload(m, L->ffn_sub_norm, (size_t)c->ffn * 4));
-        for (int i = 0; ok && i < 7; i++) {
+        for (int i = 3; ok && i < 7; i += 3) {
             const lkg_ternary *t = layer_tern(L, i);
             D->t[i].nscale = t->nscale;
             ok = (D->t[i].codes = upload(m, t->codes, (size_t)(t->rows * (t->ld / 4)))) &&
                  (D->t[i].scale = upload(m, t->scale, (size_t)t->nscale * 4));
         }
-        size_t cb = (size_t)(max_batch * c->max_ctx * kvd) * 4;
-        ok = ok && (D->kc = dalloc(m, cb)) && (D->vc = dalloc(m, cb));
+        const lkg_ternary *qkv[3] = {&L->wq, &L->wk, &L->wv}, *gu[2] = {&L->wgate, &L->wup};
+        ok = ok && !fuse(m, qkv, 3, &D->qkv) && !fuse(m, gu, 2, &D->gu);
+        size_t cb = (size_t)(max_batch * c->max_ctx * 2 * kvd) * 4;
+        ok = ok && (D->kvc = dalloc(m, cb));
     }
     ok = ok && (m->x = dalloc(m, (size_t)(M * c->dim) * 4));
     ok = ok && (m->xn = dalloc(m, (size_t)(M * wide) * 4));
-    ok = ok && (m->qb = dalloc(m, (size_t)(M * qd) * 4));
-    ok = ok && (m->kb = dalloc(m, (size_t)(M * kvd) * 4));
-    ok = ok && (m->vb = dalloc(m, (size_t)(M * kvd) * 4));
+    ok = ok && (m->qkv = dalloc(m, (size_t)(M * (qd + 2 * kvd)) * 4));
+    ok = ok && (m->gu = dalloc(m, (size_t)(M * 2 * c->ffn) * 4));
     ok = ok && (m->att = dalloc(m, (size_t)(M * qd) * 4));
     ok = ok && (m->tmp = dalloc(m, (size_t)(M * c->dim) * 4));
     ok = ok && (m->g = dalloc(m, (size_t)(M * c->ffn) * 4));
@@ -582,13 +632,16 @@ int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t ma
     ok = ok && (m->ids = dalloc(m, (size_t)M * 4));
     ok = ok && (m->pos = dalloc(m, (size_t)M * 4));
     ok = ok && (m->am = dalloc(m, (size_t)max_batch * 8));
-    for (int64_t l = 0; ok && (flags & BN_PREPARED) && l < c->n_layer; l++)
-        for (int i = 0; i < 7; i++) {
-            const lkg_ternary *t = layer_tern(&w->layers[l], i);
-            lk_tensor wt = lk_mat_ld(m->L[l].t[i].codes, LK_T2, t->rows, t->cols, t->ld);
-            lk_tensor ws = lk_mat(m->L[l].t[i].scale, LK_F32, 1, t->nscale);
-            m->L[l].t[i].prep = prepare(m, &wt, &ws);
+    for (int64_t l = 0; ok && (flags & BN_PREPARED) && l < c->n_layer; l++) {
+        bn_tdev *td[4] = {&m->L[l].qkv, &m->L[l].t[3], &m->L[l].gu, &m->L[l].t[6]};
+        const int64_t rows[4] = {qd + 2 * kvd, c->dim, 2 * c->ffn, c->dim};
+        const int64_t cols[4] = {c->dim, qd, c->dim, c->ffn};
+        for (int i = 0; i < 4; i++) {
+            lk_tensor wt = lk_mat_ld(td[i]->codes, LK_T2, rows[i], cols[i], (cols[i] + 3) / 4 * 4);
+            lk_tensor ws = lk_mat(td[i]->scale, LK_F32, 1, td[i]->nscale);
+            td[i]->prep = prepare(m, &wt, &ws);
         }
+    }
     if (ok && (flags & BN_PREPARED)) {
         lk_tensor h = lk_mat(m->lm_head, LK_BF16, c->vocab, c->dim);
         m->head_prep = prepare(m, &h, NULL);
@@ -633,10 +686,11 @@ static int bitlinear(bn_model *m, const lk_tensor *x, int64_t M, const bn_tdev *
     return 0;
 }
 
-/* The tensors of a call of M = B * T rows. */
+/* The tensors of a call of M = B * T rows; qr is the q and k part of qkv
+ * (RoPE rotates both in one call), gv and uv the gate and up parts of gu. */
 typedef struct bn_acts {
     int64_t B, T, M;
-    lk_tensor x, tmp, xn, xna, qb, kb, vb, att, g, u, idt, pos, emb;
+    lk_tensor x, tmp, xn, xna, qkv, qr, att, gu, gv, uv, g, u, idt, pos, emb;
 } bn_acts;
 
 static bn_acts acts(bn_model *m, int64_t B, int64_t T)
@@ -647,8 +701,12 @@ static bn_acts acts(bn_model *m, int64_t B, int64_t T)
     a.B = B, a.T = T, a.M = M;
     a.x = lk_mat(m->x, LK_F32, M, c->dim), a.tmp = lk_mat(m->tmp, LK_F32, M, c->dim);
     a.xn = lk_mat(m->xn, LK_F32, M, c->dim), a.xna = lk_mat(m->xn, LK_F32, M, qd);
-    a.qb = lk_mat(m->qb, LK_F32, M, qd), a.kb = lk_mat(m->kb, LK_F32, M, kvd);
-    a.vb = lk_mat(m->vb, LK_F32, M, kvd), a.att = lk_mat(m->att, LK_F32, M, qd);
+    a.qkv = lk_mat(m->qkv, LK_F32, M, qd + 2 * kvd);
+    a.qr = lk_mat_ld(m->qkv, LK_F32, M, qd + kvd, qd + 2 * kvd);
+    a.att = lk_mat(m->att, LK_F32, M, qd);
+    a.gu = lk_mat(m->gu, LK_F32, M, 2 * c->ffn);
+    a.gv = lk_mat_ld(m->gu, LK_F32, M, c->ffn, 2 * c->ffn);
+    a.uv = lk_mat_ld(m->gu + c->ffn, LK_F32, M, c->ffn, 2 * c->ffn);
     a.g = lk_mat(m->g, LK_F32, M, c->ffn), a.u = lk_mat(m->u, LK_F32, M, c->ffn);
     a.idt = lk_mat(m->ids, LK_I32, M, 1), a.pos = lk_mat(m->pos, LK_I32, M, 1);
     a.emb = lk_mat(m->embd, LK_BF16, c->vocab, c->dim);
@@ -663,12 +721,9 @@ static int layer_front(bn_model *m, bn_acts *a, int64_t l, char *err, size_t err
     bn_ldev *D = &m->L[l];
     lk_tensor an = lk_mat(D->attn_norm, LK_F32, 1, c->dim);
     TRY(lk_rmsnorm(m->q, &a->x, &an, c->eps, &a->xn));
-    if (bitlinear(m, &a->xn, a->M, &D->t[0], qd, &a->qb, 1, err, errlen) ||
-        bitlinear(m, &a->xn, a->M, &D->t[1], kvd, &a->kb, 0, err, errlen) ||
-        bitlinear(m, &a->xn, a->M, &D->t[2], kvd, &a->vb, 0, err, errlen))
+    if (bitlinear(m, &a->xn, a->M, &D->qkv, qd + 2 * kvd, &a->qkv, 1, err, errlen))
         return -1;
-    TRY(lk_rope(m->q, &a->qb, &a->pos, c->head_dim, c->theta, c->rope_flags, &a->qb));
-    TRY(lk_rope(m->q, &a->kb, &a->pos, c->head_dim, c->theta, c->rope_flags, &a->kb));
+    TRY(lk_rope(m->q, &a->qr, &a->pos, c->head_dim, c->theta, c->rope_flags, &a->qr));
     return 0;
 }
 
@@ -677,12 +732,19 @@ static int cache_store(bn_model *m, bn_acts *a, int64_t l, int64_t pos0, char *e
                        size_t errlen)
 {
     const bn_config *c = &m->c;
-    const int64_t kvd = c->n_kv * c->head_dim, T = a->T;
+    const int64_t qd = c->n_head * c->head_dim, kvd = c->n_kv * c->head_dim, T = a->T;
+    const int64_t ld = qd + 2 * kvd;
     bn_ldev *D = &m->L[l];
     for (int64_t b = 0; b < a->B; b++) {
-        size_t off = (size_t)((b * c->max_ctx + pos0) * kvd), n = (size_t)(T * kvd) * 4;
-        TRY(lk_memcpy(m->q, D->kc + off, m->kb + b * T * kvd, n, LK_COPY_DEVICE_TO_DEVICE));
-        TRY(lk_memcpy(m->q, D->vc + off, m->vb + b * T * kvd, n, LK_COPY_DEVICE_TO_DEVICE));
+        float *dst = D->kvc + (b * c->max_ctx + pos0) * 2 * kvd;
+        const float *src = m->qkv + b * T * ld + qd;
+        if (T == 1) {
+            TRY(lk_memcpy(m->q, dst, src, (size_t)(2 * kvd) * 4, LK_COPY_DEVICE_TO_DEVICE));
+        } else {
+            lk_tensor s = lk_mat_ld((void *)src, LK_F32, T, 2 * kvd, ld);
+            lk_tensor d = lk_mat(dst, LK_F32, T, 2 * kvd);
+            TRY(lk_convert(m->q, &s, &d)); /* f32 to f32: the same bits */
+        }
     }
     return 0;
 }
@@ -701,11 +763,13 @@ static int layer_back(bn_model *m, bn_acts *a, int64_t l, int64_t cache_len, cha
     lk_tensor asn = lk_mat(D->attn_sub_norm, LK_F32, 1, qd);
     lk_tensor fn = lk_mat(D->ffn_norm, LK_F32, 1, c->dim);
     lk_tensor fsn = lk_mat(D->ffn_sub_norm, LK_F32, 1, c->ffn);
-    lk_tensor qa = a->qb, oa = a->att;
-    qa.rows = oa.rows = T;
-    qa.batch_stride = oa.batch_stride = T * qd;
-    lk_tensor kc = lk_mat(D->kc, LK_F32, cache_len, kvd), vc = lk_mat(D->vc, LK_F32, cache_len, kvd);
-    kc.batch_stride = vc.batch_stride = c->max_ctx * kvd;
+    lk_tensor qa = lk_mat_ld(m->qkv, LK_F32, T, qd, qd + 2 * kvd), oa = a->att;
+    oa.rows = T;
+    qa.batch_stride = T * (qd + 2 * kvd);
+    oa.batch_stride = T * qd;
+    lk_tensor kc = lk_mat_ld(D->kvc, LK_F32, cache_len, kvd, 2 * kvd);
+    lk_tensor vc = lk_mat_ld(D->kvc + kvd, LK_F32, cache_len, kvd, 2 * kvd);
+    kc.batch_stride = vc.batch_stride = c->max_ctx * 2 * kvd;
     lk_tensor pa = lk_mat(m->pos, LK_I32, T, 1);
     pa.batch_stride = T;
     TRY(lk_attention(m->q, &qa, &kc, &vc, &pa, c->n_head, c->n_kv, scale, &oa, a->B));
@@ -715,11 +779,10 @@ static int layer_back(bn_model *m, bn_acts *a, int64_t l, int64_t cache_len, cha
     TRY(lk_binary(m->q, LK_BINARY_ADD, &a->x, &a->tmp, &a->x));
 
     TRY(lk_rmsnorm(m->q, &a->x, &fn, c->eps, &a->xn));
-    if (bitlinear(m, &a->xn, a->M, &D->t[4], c->ffn, &a->g, 1, err, errlen) ||
-        bitlinear(m, &a->xn, a->M, &D->t[5], c->ffn, &a->u, 0, err, errlen))
+    if (bitlinear(m, &a->xn, a->M, &D->gu, 2 * c->ffn, &a->gu, 1, err, errlen))
         return -1;
-    TRY(lk_unary(m->q, LK_UNARY_RELU2, &a->g, &a->g));
-    TRY(lk_binary(m->q, LK_BINARY_MUL, &a->g, &a->u, &a->g));
+    TRY(lk_unary(m->q, LK_UNARY_RELU2, &a->gv, &a->gv));
+    TRY(lk_binary(m->q, LK_BINARY_MUL, &a->gv, &a->uv, &a->g));
     TRY(lk_rmsnorm(m->q, &a->g, &fsn, c->eps, &a->u));
     if (bitlinear(m, &a->u, a->M, &D->t[6], c->dim, &a->tmp, 1, err, errlen))
         return -1;
