@@ -5,6 +5,7 @@
  * copy; and every bad call fails with its status and writes nothing. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,18 @@ typedef struct hmat {
     unsigned char *h;
 } hmat;
 
+/* When set, about one float in 16 is an edge value (NaN, +-Inf, +-0, a
+ * subnormal, near-overflow). */
+static int edge_vals;
+
+static float edge_or(float v)
+{
+    static const float sp[8] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f, 1e-40f, 3e38f, -3e38f};
+    if (!edge_vals || tap_rand(&rng) % 16 != 0)
+        return v;
+    return sp[tap_rand(&rng) % 8];
+}
+
 static hmat hrand(lk_dtype dt, int64_t rows, int64_t cols, int64_t pad)
 {
     hmat m = {dt, rows, cols, cols + pad, 0, NULL};
@@ -41,7 +54,7 @@ static hmat hrand(lk_dtype dt, int64_t rows, int64_t cols, int64_t pad)
         m.h[i] = (unsigned char)tap_rand(&rng);
     if (dt == LK_F32 || dt == LK_BF16 || dt == LK_F16)
         for (int64_t i = 0; i < rows * m.ld; i++) {
-            float v = rndf();
+            float v = edge_or(rndf());
             if (dt == LK_F32)
                 ((float *)(void *)m.h)[i] = v;
             else if (dt == LK_BF16)
@@ -238,7 +251,7 @@ static void run_device(lk_device *dev)
     lk_queue *q = NULL, *q3 = NULL;
     lk_queue_opts o2 = {2, NULL}, o3 = {3, NULL};
     if (lk_queue_create(dev, &o2, &q) != LK_OK || lk_queue_create(dev, &o3, &q3) != LK_OK) {
-        skip(2, "%s: no queue: %s", p.name, lk_last_error());
+        skip(3, "%s: no queue: %s", p.name, lk_last_error());
         lk_queue_destroy(q);
         return;
     }
@@ -270,6 +283,38 @@ static void run_device(lk_device *dev)
         diag("%s: M 13 N 3100 K 130: %s", p.name, why), good = 0;
     ok(good, "%s: lk_linear = lk_gemm(NO_TRANS, TRANS), M = 1, 3, 8, 33, batch invariant",
        p.name);
+
+    /* shapes that cut a prepared layout's row groups and 128-k blocks
+     * unevenly (N = 1, 31, 33, 640, 6912; K = 1, 127, 128, 129, 2560,
+     * 6912; M = 1, 2, 5, 8, 9, 33), with edge values in x and w */
+    static const int64_t stress[][3] = {
+        {1, 1, 1},       {2, 31, 127},    {5, 33, 128},  {8, 640, 129},  {9, 33, 2560},
+        {1, 6912, 129},  {33, 31, 6912},  {1, 640, 2560}, {2, 6912, 128}, {5, 1, 6912},
+        {8, 33, 1},      {33, 640, 127},
+    };
+    const int nstress = (int)(sizeof stress / sizeof stress[0]);
+    good = 1;
+    for (int i = 0; i < nstress && good && !slow; i++) {
+        const int64_t m = stress[i][0], n = stress[i][1], k = stress[i][2];
+        const lk_dtype xd = fdt[rnd(0, 2)], wd = fdt[i % 3], yd = fdt[rnd(0, 2)];
+        const int bias = (int)rnd(0, 1);
+        const unsigned flags = rnd(0, 1) == 0 ? LK_GEMM_ACCUMULATE : 0u;
+        edge_vals = 1;
+        if (!float_case(q, q3, m, n, k, xd, wd, yd, bias, flags, why, sizeof why))
+            diag("%s: M %lld N %lld K %lld x %s w %s y %s bias %d flags %u: %s", p.name,
+                 (long long)m, (long long)n, (long long)k, lk_dtype_name(xd), lk_dtype_name(wd),
+                 lk_dtype_name(yd), bias, flags, why),
+                good = 0;
+        edge_vals = 0;
+        if (good && !ternary_case(q, q3, m, n, k, yd, (int)rnd(0, 1), why, sizeof why))
+            diag("%s: ternary M %lld N %lld K %lld y %s: %s", p.name, (long long)m, (long long)n,
+                 (long long)k, lk_dtype_name(yd), why),
+                good = 0;
+    }
+    if (slow)
+        skip(1, "%s: layout stress shapes (emulated device: too slow)", p.name);
+    else
+        ok(good, "%s: prepared = unprepared on the layout stress shapes, edge values", p.name);
 
     good = 1;
     for (int rep = 0; rep < reps && good; rep++)

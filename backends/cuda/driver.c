@@ -486,6 +486,10 @@ static const lk_device_iface lk_cuda_iface = {
         .rope = lk_cuda_rope,
         .attention = lk_cuda_attention,
         .embedding = lk_cuda_embedding,
+        .weights_prepare = lk_cuda_weights_prepare,
+        .weights_destroy = lk_cuda_weights_destroy,
+        .linear = lk_cuda_linear,
+        .ternary_linear = lk_cuda_ternary_linear,
     },
     .capture_begin = lk_cuda_capture_begin,
     .capture_end = lk_cuda_capture_end,
@@ -546,6 +550,8 @@ static lk_status lk_cuda_device_open(void *state, int index, const lk_device_ifa
     lk_status st = lk_cuda_enter(dev, &sc);
     if (st == LK_OK) {
         st = lk_cuda_setup_kernels(dev);
+        if (st == LK_OK)
+            st = lk_cuda_linear_setup(dev);
         lk_cuda_leave(&sc);
     }
     if (st != LK_OK) {

@@ -18,7 +18,8 @@ lk_cuda_headers = \
 	backends/cuda/model.cuh \
 	backends/cuda/tc_ptx.cuh \
 	backends/cuda/tc_ternary.cuh \
-	backends/cuda/tc_wgmma.cuh
+	backends/cuda/tc_wgmma.cuh \
+	backends/cuda/linear.cuh
 
 lk_cuda_kernels = \
 	backends/cuda/gemm.cu \
@@ -36,7 +37,9 @@ lk_cuda_kernels = \
 	backends/cuda/tc_wgmma.cu \
 	backends/cuda/rope.cu \
 	backends/cuda/attention.cu \
-	backends/cuda/embedding.cu
+	backends/cuda/embedding.cu \
+	backends/cuda/weights.cu \
+	backends/cuda/linear.cu
 
 EXTRA_DIST += build-aux/nvcc-wrapper.sh backends/cuda/README.md
 
