@@ -1,8 +1,9 @@
 /* The integer GEMMs on tensor cores (backends/cuda/tc_ternary.cu):
  * lk_ternary_gemm and lk_int8_gemm on cuda:0 equal the reference device
  * bit for bit (docs/numerics.md section 9) for every kernel variant
- * (LOCKSTEP_CUDA_TC_INT_KERNEL: the tile shapes, the plain loader, and the
- * dp4a kernels for comparison), M = 9 ... 2048, odd N and K, K not a
+ * (LOCKSTEP_CUDA_TC_INT_KERNEL: the mma.sync tile shapes, the plain
+ * loader, the int8 wgmma kernel's tiles on sm_90, and the dp4a kernels for
+ * comparison), M = 9 ... 2048, odd N and K, K not a
  * multiple of 32 or 128, aligned and unaligned rows, every LK_T2 code
  * (the reserved 3 counts as 2), per-tensor and per-row weight scales, f32
  * and bf16 output, int32 output, and the extreme sums at the K limits.
@@ -143,7 +144,8 @@ static void show_diff(const qcase *c, const void *g, const void *r)
 
 static const char *const variants[] = {"",       "128x128",         "64x128",
                                        "64x64",  "128x128-generic", "64x128-generic",
-                                       "64x64-generic", "simt"};
+                                       "64x64-generic", "simt", "mma.sync",
+                                       "wgmma",  "wgmma-n128",      "wgmma-n256"};
 #define NVAR (sizeof variants / sizeof variants[0])
 
 static int64_t round_up(int64_t v, int64_t a)
@@ -156,7 +158,10 @@ static void test_op(int op)
     static const int64_t shapes[][3] = {
         {9, 7, 33},    {16, 64, 128},  {17, 129, 257}, {40, 200, 100},  {64, 64, 64},
         {65, 33, 1000}, {128, 128, 128}, {129, 130, 383}, {300, 70, 130}, {513, 257, 64},
-        {1024, 96, 200}, {2048, 64, 129}, {2048, 256, 512}, {100, 3, 5}, {33, 1, 1}};
+        {1024, 96, 200}, {2048, 64, 129}, {2048, 256, 512}, {100, 3, 5}, {33, 1, 1},
+        /* more 128 x 256 tiles than an H200 has SMs: the wgmma kernel's
+         * blocks take several tiles each (aligned: even index) */
+        {300, 1000, 77}, {2048, 2304, 200}};
     const size_t ns = sizeof shapes / sizeof shapes[0];
     int bad[NVAR] = {0}, cases = 0;
     for (size_t s = 0; s < ns; s++) {

@@ -314,6 +314,7 @@ extern "C" lk_status lk_cuda_gemm_tc(void *queue, const lk_gemm_args *a)
         const int bn = !force         ? 0
                        : strstr(force, "128x128") ? 128
                        : strstr(force, "128x256") ? 256
+                       : strstr(force, "128x64")  ? 64
                                                   : 0;
         if (lk_cuda_tc_wgmma(op.q, a, bn))
             return op.launched();

@@ -1,7 +1,7 @@
 /* Lockstep CUDA driver (internal): the PTX wrappers the tensor-core kernels
  * share (tc_gemm.cu, tc_ternary.cu, tc_wgmma.cu): shared-memory addresses,
- * cp.async, ldmatrix, and dynamic shared memory opt-in done once per
- * device and kernel. */
+ * cp.async, ldmatrix, the LK_T2 decode to int8, and dynamic shared memory
+ * opt-in done once per device and kernel. */
 #ifndef LK_CUDA_TC_PTX_CUH
 #define LK_CUDA_TC_PTX_CUH
 
@@ -37,6 +37,27 @@ static __device__ __forceinline__ void lk_ldmatrix_x4(uint32_t addr, uint32_t (&
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
+}
+
+/* Byte i of g holds four LK_T2 codes (k = 4i .. 4i + 3); o[i] gets their
+ * values code - 1 as four int8, k ascending in the bytes. */
+static __device__ __forceinline__ void lk_t2_expand(uint32_t g, uint32_t (&o)[4])
+{
+    uint32_t c0 = g & 0x03030303u, c1 = (g >> 2) & 0x03030303u;
+    uint32_t c2 = (g >> 4) & 0x03030303u, c3 = (g >> 6) & 0x03030303u;
+    /* code - 1 in each byte with no borrow between bytes: (code + 128) - 1
+     * lies in 127 .. 130, and flipping bit 7 back gives -1 .. 2 */
+    c0 = ((c0 | 0x80808080u) - 0x01010101u) ^ 0x80808080u;
+    c1 = ((c1 | 0x80808080u) - 0x01010101u) ^ 0x80808080u;
+    c2 = ((c2 | 0x80808080u) - 0x01010101u) ^ 0x80808080u;
+    c3 = ((c3 | 0x80808080u) - 0x01010101u) ^ 0x80808080u;
+    /* c_e holds code e of every byte: transpose the 4 x 4 bytes */
+    const uint32_t t0 = __byte_perm(c0, c1, 0x5140), t1 = __byte_perm(c2, c3, 0x5140);
+    const uint32_t t2 = __byte_perm(c0, c1, 0x7362), t3 = __byte_perm(c2, c3, 0x7362);
+    o[0] = __byte_perm(t0, t1, 0x5410);
+    o[1] = __byte_perm(t0, t1, 0x7632);
+    o[2] = __byte_perm(t2, t3, 0x5410);
+    o[3] = __byte_perm(t2, t3, 0x7632);
 }
 
 /* More than 48 KiB of dynamic shared memory needs an opt-in per kernel and

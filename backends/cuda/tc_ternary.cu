@@ -18,15 +18,25 @@
  * code - 1 in a few SIMD-in-a-word operations.  Past K, x is zero (zero
  * fill), so whatever codes lie there add nothing.
  *
+ * On sm_90 (an sm_90a build, rows 16-byte aligned) the int8 wgmma kernel
+ * of tc_wgmma.cu runs instead.
+ *
  * LOCKSTEP_CUDA_TC_INT_KERNEL=128x128, 64x128, 64x64 (each also with
- * -generic: the plain loader) forces a variant; =simt leaves the call to
- * the dp4a kernels (tests compare them). */
+ * -generic: the plain loader) forces an mma.sync variant, =mma.sync the
+ * automatic mma.sync choice, =wgmma, wgmma-n128, wgmma-n256 the wgmma
+ * kernel (where it does not apply: the automatic mma.sync choice); =simt
+ * leaves the call to the dp4a kernels (tests compare them). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/cuda/qgemm.cuh"
 #include "backends/cuda/tc_ptx.cuh"
 #include "backends/cuda/tc_ternary.cuh"
+#include "backends/cuda/tc_wgmma.cuh"
+
+#ifndef LK_TC_WGMMA_INT_AUTO
+#define LK_TC_WGMMA_INT_AUTO 1 /* sm_90 takes int8 wgmma unless a variant is forced */
+#endif
 
 namespace {
 
@@ -49,27 +59,6 @@ __device__ __forceinline__ void mma_s8(int (&d)[4], const uint32_t (&a)[4], uint
         : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #endif
-}
-
-/* Byte i of g holds four LK_T2 codes (k = 4i .. 4i + 3); o[i] gets their
- * values code - 1 as four int8, k ascending in the bytes. */
-__device__ __forceinline__ void t2_expand(uint32_t g, uint32_t (&o)[4])
-{
-    uint32_t c0 = g & 0x03030303u, c1 = (g >> 2) & 0x03030303u;
-    uint32_t c2 = (g >> 4) & 0x03030303u, c3 = (g >> 6) & 0x03030303u;
-    /* code - 1 in each byte with no borrow between bytes: (code + 128) - 1
-     * lies in 127 .. 130, and flipping bit 7 back gives -1 .. 2 */
-    c0 = ((c0 | 0x80808080u) - 0x01010101u) ^ 0x80808080u;
-    c1 = ((c1 | 0x80808080u) - 0x01010101u) ^ 0x80808080u;
-    c2 = ((c2 | 0x80808080u) - 0x01010101u) ^ 0x80808080u;
-    c3 = ((c3 | 0x80808080u) - 0x01010101u) ^ 0x80808080u;
-    /* c_e holds code e of every byte: transpose the 4 x 4 bytes */
-    const uint32_t t0 = __byte_perm(c0, c1, 0x5140), t1 = __byte_perm(c2, c3, 0x5140);
-    const uint32_t t2 = __byte_perm(c0, c1, 0x7362), t3 = __byte_perm(c2, c3, 0x7362);
-    o[0] = __byte_perm(t0, t1, 0x5410);
-    o[1] = __byte_perm(t0, t1, 0x7632);
-    o[2] = __byte_perm(t2, t3, 0x5410);
-    o[3] = __byte_perm(t2, t3, 0x7632);
 }
 
 /* WARPS_M x WARPS_N warps, each a (BM / WARPS_M) x (BN / WARPS_N) tile of
@@ -197,7 +186,7 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32) tq_kernel(lk_qgemm_args
                     const uint4 v = *reinterpret_cast<const uint4 *>(ws + r * TQ_TS + 16 * h);
                     const uint32_t g = __byte_perm(__byte_perm(v.x, v.y, gsel),
                                                    __byte_perm(v.z, v.w, gsel), 0x5410);
-                    t2_expand(g, bfr[j]);
+                    lk_t2_expand(g, bfr[j]);
                 }
             } else {
 #pragma unroll
@@ -299,6 +288,18 @@ bool lk_cuda_tc_qgemm(lk_cuda_queue *queue, const lk_qgemm_args *a, bool t2)
     const char *force = getenv("LOCKSTEP_CUDA_TC_INT_KERNEL");
     if (dev->cc_major < 8 || a->m < TQ_MIN_M || (force && strcmp(force, "simt") == 0))
         return false;
+    /* sm_90: int8 wgmma (tc_wgmma.cu) where its alignment and build allow,
+     * unless an mma.sync variant is forced */
+    const bool want_wgmma = force && *force ? strncmp(force, "wgmma", 5) == 0
+                                            : LK_TC_WGMMA_INT_AUTO;
+    if (want_wgmma) {
+        const int bn = !force             ? 0
+                       : strstr(force, "n128") ? 128
+                       : strstr(force, "n256") ? 256
+                                               : 0;
+        if (lk_cuda_tc_wgmma_qgemm(queue, a, t2, bn))
+            return true;
+    }
     bool fast = (uintptr_t)a->x.data % 16 == 0 && a->x.ld % 16 == 0;
     if (t2)
         fast = fast && (uintptr_t)a->w.data % 16 == 0 && (a->w.ld / 4) % 16 == 0;
@@ -317,7 +318,7 @@ bool lk_cuda_tc_qgemm(lk_cuda_queue *queue, const lk_qgemm_args *a, bool t2)
     tq_variant v = c128 <= c64x128 && c128 <= c64 ? TQ_128x128
                    : c64x128 <= c64                ? TQ_64x128
                                                    : TQ_64x64;
-    if (force && *force) {
+    if (force && *force && strncmp(force, "wgmma", 5) != 0 && strcmp(force, "mma.sync") != 0) {
         v = strncmp(force, "128x128", 7) == 0  ? TQ_128x128
             : strncmp(force, "64x128", 6) == 0 ? TQ_64x128
                                                : TQ_64x64;

@@ -8,7 +8,9 @@
  * k = 16 step per output element (the LK_GEMM_TC_SM90 model), so the bits
  * equal the mma.sync kernels' and backends/ref/mma_model.c's.
  *
- * The block: a 128 x BN tile (BN = 256 or 128), three warpgroups.
+ * A persistent grid (one block per SM at most) walks the 128 x BN tiles
+ * (BN = 256, 128 or 64, chosen by the waves they make) of every batch
+ * entry in a grouped raster order.  A block: three warpgroups.
  * Warpgroup 0 is the producer: one thread streams 64-k slices of A (128
  * rows) and B (BN rows) with TMA (cp.async.bulk.tensor, 128-byte swizzle,
  * zero fill past M, N and K) into a STAGES-deep ring of shared-memory
@@ -16,8 +18,10 @@
  * and 2 are the consumers, 64 rows each: per slice, four wgmma steps with
  * both operands read from shared memory through matrix descriptors, one
  * commit group per slice, and a buffer is handed back once the group that
- * read it has completed (wgmma.wait_group 1).  Every wait is bounded: a
- * pipeline that stalls for 4 s traps (a launch failure, not a hang).
+ * read it has completed (wgmma.wait_group 1).  The producer runs on into
+ * the block's next tile while the consumers store the last one.  Every
+ * wait is bounded: a pipeline that stalls for 4 s traps (a launch
+ * failure, not a hang).
  *
  * Only A as M x K and B as N x K (both k-contiguous, rows 16-byte
  * aligned), batch strides > 0 or batch 1: other layouts, and builds
@@ -31,6 +35,7 @@
 #include <cuda.h>
 
 #include "backends/cuda/gemm.cuh"
+#include "backends/cuda/qgemm.cuh"
 #include "backends/cuda/tc_ptx.cuh"
 #include "backends/cuda/tc_wgmma.cuh"
 
@@ -49,7 +54,7 @@ namespace {
 #define WG_STALL_NS 4000000000ull /* a pipeline wait this long (4 s) traps */
 
 template <int BN> struct wg_cfg {
-    static constexpr int STAGES = BN == 256 ? 4 : 6;
+    static constexpr int STAGES = BN == 256 ? 4 : BN == 128 ? 6 : 8;
     static constexpr int A_BYTES = WG_BM * WG_BK * 2;
     static constexpr int B_BYTES = BN * WG_BK * 2;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
@@ -59,8 +64,21 @@ template <int BN> struct wg_cfg {
 
 struct wg_kargs {
     int64_t M, N, K, batch;
+    int64_t tiles_m, tiles_n; /* 128 x BN tiles of one batch entry */
     lk_gemm_epi e;
 };
+
+/* Tile number -> its first row and column: groups of 8 tile rows, column
+ * by column inside a group, so that the blocks running together share A
+ * and B panels in L2. */
+__host__ __device__ __forceinline__ void wg_tile(int64_t tile, int64_t tiles_m, int64_t tiles_n,
+                                                 int bn, int64_t &m0, int64_t &n0)
+{
+    const int64_t per = 8 * tiles_n, first = tile / per * 8;
+    const int64_t rows = tiles_m - first < 8 ? tiles_m - first : 8;
+    m0 = (first + tile % per % rows) * WG_BM;
+    n0 = tile % per / rows * bn;
+}
 
 #if LK_WG_BODY
 __device__ __forceinline__ void mbar_init(uint32_t bar, unsigned count)
@@ -159,6 +177,19 @@ template <int N, lk_dtype D> struct wg_mma;
 
 /* One wgmma step, the accumulators in registers d; TY is the PTX type of
  * A and B (bf16 or f16), the only difference between a tile's two forms. */
+#define LK_WG_MMA_N64(TY) \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " \
+                     "{" \
+                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" \
+                     "}, %32, %33, p, 1, 1, 0, 0;\n}\n" \
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
+                     : "l"(da), "l"(db), "r"(1));
+
 #define LK_WG_MMA_N128(TY) \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
                      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " \
@@ -209,6 +240,20 @@ template <int N, lk_dtype D> struct wg_mma;
                        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
                      : "l"(da), "l"(db), "r"(1));
 
+template <> struct wg_mma<64, LK_BF16> {
+    static __device__ __forceinline__ void run(float (&d)[32], uint64_t da, uint64_t db)
+    {
+        LK_WG_MMA_N64("bf16");
+    }
+};
+
+template <> struct wg_mma<64, LK_F16> {
+    static __device__ __forceinline__ void run(float (&d)[32], uint64_t da, uint64_t db)
+    {
+        LK_WG_MMA_N64("f16");
+    }
+};
+
 template <> struct wg_mma<128, LK_BF16> {
     static __device__ __forceinline__ void run(float (&d)[64], uint64_t da, uint64_t db)
     {
@@ -237,6 +282,99 @@ template <> struct wg_mma<256, LK_F16> {
     }
 };
 
+
+/* The int8 kernel's pieces: integer wgmma (k = 32 bytes per step, the same
+ * 32 bytes of a 128-byte swizzled row as a bf16 k = 16 step, so wg_desc
+ * serves both), 2-D TMA, and the proxy fence that makes the decoders'
+ * shared-memory stores visible to wgmma's reads. */
+#define LK_WQ_MMA_N128 \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
+                     "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 " \
+                     "{" \
+                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63" \
+                     "}, %64, %65, p;\n}\n" \
+                     : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), \
+                       "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), \
+                       "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), \
+                       "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), \
+                       "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), \
+                       "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), \
+                       "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), \
+                       "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]) \
+                     : "l"(da), "l"(db), "r"(1));
+
+#define LK_WQ_MMA_N256 \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n" \
+                     "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8 " \
+                     "{" \
+                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+                     "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+                     "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+                     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+                     "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127" \
+                     "}, %128, %129, p;\n}\n" \
+                     : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), \
+                       "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), \
+                       "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), \
+                       "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), \
+                       "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), \
+                       "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), \
+                       "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), \
+                       "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]), \
+                       "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]), \
+                       "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]), \
+                       "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]), "+r"(d[85]), "+r"(d[86]), "+r"(d[87]), \
+                       "+r"(d[88]), "+r"(d[89]), "+r"(d[90]), "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95]), \
+                       "+r"(d[96]), "+r"(d[97]), "+r"(d[98]), "+r"(d[99]), "+r"(d[100]), "+r"(d[101]), "+r"(d[102]), "+r"(d[103]), \
+                       "+r"(d[104]), "+r"(d[105]), "+r"(d[106]), "+r"(d[107]), "+r"(d[108]), "+r"(d[109]), "+r"(d[110]), "+r"(d[111]), \
+                       "+r"(d[112]), "+r"(d[113]), "+r"(d[114]), "+r"(d[115]), "+r"(d[116]), "+r"(d[117]), "+r"(d[118]), "+r"(d[119]), \
+                       "+r"(d[120]), "+r"(d[121]), "+r"(d[122]), "+r"(d[123]), "+r"(d[124]), "+r"(d[125]), "+r"(d[126]), "+r"(d[127]) \
+                     : "l"(da), "l"(db), "r"(1));
+
+template <int N> struct wq_mma;
+
+template <> struct wq_mma<128> {
+    static __device__ __forceinline__ void run(int (&d)[64], uint64_t da, uint64_t db)
+    {
+        LK_WQ_MMA_N128;
+    }
+};
+
+template <> struct wq_mma<256> {
+    static __device__ __forceinline__ void run(int (&d)[128], uint64_t da, uint64_t db)
+    {
+        LK_WQ_MMA_N256;
+    }
+};
+
+template <int R> __device__ __forceinline__ void wg_fence_regs(int (&d)[R])
+{
+#pragma unroll
+    for (int i = 0; i < R; i++)
+        asm volatile("" : "+r"(d[i])::"memory");
+}
+
+/* One TMA box {cols, rows} at (col, row) into dst. */
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int col, int row,
+                                            uint32_t bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+                 "l"(map), "r"(col), "r"(row), "r"(bar)
+                 : "memory");
+}
+
+__device__ __forceinline__ void fence_proxy_async()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 #endif /* LK_WG_BODY */
 
 template <lk_dtype D, int BN>
@@ -262,24 +400,21 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     }
     __syncthreads();
 
-    /* tiles in groups of 8 tile rows, column by column, so that the
-     * blocks running together share A and B panels in L2 */
-    int64_t m0, n0;
-    {
-        const int64_t gx = gridDim.x, gy = gridDim.y;
-        const int64_t lin = (int64_t)blockIdx.y * gx + blockIdx.x, per = 8 * gx;
-        const int64_t first = lin / per * 8, rows = gy - first < 8 ? gy - first : 8;
-        m0 = (first + lin % per % rows) * WG_BM;
-        n0 = lin % per / rows * BN;
-    }
+    /* persistent: block b takes tiles b, b + grid, ... over all batch
+     * entries; the producer runs on into the next tile while the
+     * consumers store the last one */
+    const int64_t per_batch = g.tiles_m * g.tiles_n, total = per_batch * g.batch;
     const int64_t ktiles = (g.K + WG_BK - 1) / WG_BK;
 
     if (wg == 0) {
         /* producer: one thread; the warpgroup gives registers to the consumers */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
-            uint64_t it = 0; /* slices so far, over the batch loop too */
-            for (int64_t bat = blockIdx.z; bat < g.batch; bat += gridDim.z)
+            uint64_t it = 0; /* slices so far, over all of this block's tiles */
+            for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+                const int64_t bat = t / per_batch;
+                int64_t m0, n0;
+                wg_tile(t % per_batch, g.tiles_m, g.tiles_n, BN, m0, n0);
                 for (int64_t kt = 0; kt < ktiles; kt++, it++) {
                     const uint32_t s = (uint32_t)(it % C::STAGES);
                     const uint64_t round = it / C::STAGES;
@@ -291,6 +426,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                     tma_load(a_dst, &amap, (int)(kt * WG_BK), (int)m0, (int)bat, full0 + 8 * s);
                     tma_load(b_dst, &bmap, (int)(kt * WG_BK), (int)n0, (int)bat, full0 + 8 * s);
                 }
+            }
         }
         return;
     }
@@ -298,8 +434,11 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     /* consumers: warpgroup c owns rows m0 + 64 c .. m0 + 64 c + 63 */
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int c = wg - 1, lane = tid & 31, warp = (tid / 32) & 3;
-    uint64_t it = 0; /* slices so far, over the batch loop too */
-    for (int64_t bat = blockIdx.z; bat < g.batch; bat += gridDim.z) {
+    uint64_t it = 0; /* slices so far, over all of this block's tiles */
+    for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+        const int64_t bat = t / per_batch;
+        int64_t m0, n0;
+        wg_tile(t % per_batch, g.tiles_m, g.tiles_n, BN, m0, n0);
         float acc[ACC];
 #pragma unroll
         for (int i = 0; i < ACC; i++)
@@ -346,6 +485,212 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             const int64_t n = n0 + (i >> 2) * 8 + (lane & 3) * 2 + (i & 1);
             if (m < g.M && n < g.N)
                 lk_gemm_store(g.e, bat, m, n, acc[i]);
+        }
+    }
+#endif
+}
+
+/* The integer GEMMs (lk_ternary_gemm, lk_int8_gemm) on int8 wgmma: acc =
+ * sum_k x[m, k] w[n, k] exactly in int32 (integer MMA; any order, any
+ * tile), then lk_qgemm_store, the epilogue of every other int kernel.
+ *
+ * A persistent grid (one block per SM at most) walks 128 x BN output
+ * tiles in tc_wgmma's grouped raster order, 128-k slices.  Warpgroup 0:
+ * thread 0 streams x (TMA, 128-byte swizzle, zero past M and K) and the
+ * weights into a STAGES-deep ring: int8 weights straight into the swizzled
+ * B tile, LK_T2 codes packed (32 bytes per row and slice, no swizzle) into
+ * a staging area, from which warps 1..3 decode them to int8 code - 1 into
+ * the B tile in the swizzled layout wgmma's descriptor reads (16-byte chunk
+ * j of row n at chunk j ^ (n % 8)).  Codes past K decode to whatever they
+ * are; x is zero there.  Warpgroups 1 and 2 each multiply 64 rows, and
+ * store their tile while warpgroup 0 already loads the next one's slices.
+ * Barriers per stage: loaded (the TMA bytes), decoded (LK_T2: the 96
+ * decoder threads), empty (the 8 consumer warps). */
+#define WQ_BK 128       /* bytes of k per slice: one swizzle row */
+#define WQ_DECODERS 96  /* warps 1..3 of warpgroup 0 */
+
+template <bool T2, int BN> struct wq_cfg {
+    static constexpr int STAGES = BN == 256 ? 4 : 6;
+    static constexpr int A_BYTES = WG_BM * WQ_BK;
+    static constexpr int B_BYTES = BN * WQ_BK;
+    static constexpr int P_BYTES = T2 ? BN * (WQ_BK / 4) : 0;
+    static constexpr int STAGE_BYTES = A_BYTES + B_BYTES + P_BYTES; /* a multiple of 1024 */
+    static constexpr size_t SMEM = (size_t)STAGES * STAGE_BYTES + 1024;
+};
+
+struct wq_kargs {
+    lk_qgemm_args q;
+    int64_t tiles_m, tiles_n, ktiles;
+};
+
+template <bool T2, int BN>
+__global__ void __launch_bounds__(WG_THREADS, 1)
+    wq_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap,
+              wq_kargs g)
+{
+#if LK_WG_BODY
+    typedef wq_cfg<T2, BN> C;
+    constexpr int ACC = BN / 2; /* int32 accumulators per thread: 64 x BN over 128 threads */
+    __shared__ __align__(8) uint64_t bars[3 * C::STAGES]; /* loaded[s], decoded[s], empty[s] */
+    extern __shared__ __align__(128) unsigned char wq_smem_raw[];
+    const uint32_t base = lk_smem_addr(wq_smem_raw);
+    const uint32_t ring = (base + 1023u) & ~1023u;
+    unsigned char *const gring = wq_smem_raw + (ring - base);
+    const uint32_t loaded0 = lk_smem_addr(&bars[0]);
+    const uint32_t decoded0 = lk_smem_addr(&bars[C::STAGES]);
+    const uint32_t empty0 = lk_smem_addr(&bars[2 * C::STAGES]);
+
+    const int tid = threadIdx.x, wg = tid / 128;
+    if (tid == 0) {
+        for (int s = 0; s < C::STAGES; s++) {
+            mbar_init(loaded0 + 8 * s, 1);
+            mbar_init(decoded0 + 8 * s, WQ_DECODERS);
+            mbar_init(empty0 + 8 * s, WG_CONSUMERS * 4); /* one arrival per consumer warp */
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    const int64_t tiles = g.tiles_m * g.tiles_n, ktiles = g.ktiles;
+
+    if (wg == 0) {
+        /* the decoders need a few more registers than a TMA thread */
+        if (T2)
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n");
+        else
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid == 0) {
+            /* stage s and the parity ph of its current round, over all of
+             * this block's tiles; "used" once the ring has gone round */
+            uint32_t s = 0, ph = 0;
+            bool used = false;
+            for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+                int64_t m0, n0;
+                wg_tile(tile, g.tiles_m, g.tiles_n, BN, m0, n0);
+                for (int64_t kt = 0; kt < ktiles; kt++) {
+                    if (used)
+                        mbar_wait(empty0 + 8 * s, ph ^ 1u);
+                    const uint32_t a_dst = ring + s * C::STAGE_BYTES;
+                    const uint32_t b_dst = a_dst + C::A_BYTES, p_dst = b_dst + C::B_BYTES;
+                    mbar_expect_tx(loaded0 + 8 * s, C::A_BYTES + (T2 ? C::P_BYTES : C::B_BYTES));
+                    tma_load_2d(a_dst, &xmap, (int)(kt * WQ_BK), (int)m0, loaded0 + 8 * s);
+                    if (T2)
+                        tma_load_2d(p_dst, &wmap, (int)(kt * (WQ_BK / 4)), (int)n0,
+                                    loaded0 + 8 * s);
+                    else
+                        tma_load_2d(b_dst, &wmap, (int)(kt * WQ_BK), (int)n0, loaded0 + 8 * s);
+                    if (++s == C::STAGES) {
+                        s = 0;
+                        ph ^= 1u;
+                        used = true;
+                    }
+                }
+            }
+        } else if (T2 && tid >= 32) {
+            const int d = tid - 32;
+            uint32_t s = 0, ph = 0;
+            for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x)
+                for (int64_t kt = 0; kt < ktiles; kt++) {
+                    mbar_wait(loaded0 + 8 * s, ph);
+                    unsigned char *const bt = gring + s * C::STAGE_BYTES + C::A_BYTES;
+                    const unsigned char *const pk = bt + C::B_BYTES;
+                    /* item i: half h of row n's 32 code bytes, 16 bytes =
+                     * four 16-k chunks; a quarter warp's 128-bit stores
+                     * hit 8 distinct chunk columns (no bank conflicts) */
+                    for (int i = d; i < 2 * BN; i += WQ_DECODERS) {
+                        const int n = i >> 1, h = i & 1;
+                        const uint4 v = *reinterpret_cast<const uint4 *>(pk + n * 32 + 16 * h);
+                        const uint32_t wv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            uint32_t o[4];
+                            lk_t2_expand(wv[e], o);
+                            const int chunk = (4 * h + e) ^ (n & 7);
+                            *reinterpret_cast<uint4 *>(bt + n * WQ_BK + chunk * 16) =
+                                make_uint4(o[0], o[1], o[2], o[3]);
+                        }
+                    }
+                    fence_proxy_async();
+                    mbar_arrive(decoded0 + 8 * s);
+                    if (++s == C::STAGES) {
+                        s = 0;
+                        ph ^= 1u;
+                    }
+                }
+        }
+        return;
+    }
+
+    /* consumers: warpgroup c owns rows m0 + 64 c .. m0 + 64 c + 63 */
+    if (T2)
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
+    else
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int c = wg - 1, lane = tid & 31, warp = (tid / 32) & 3;
+    uint32_t s = 0, ph = 0;
+    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int64_t m0, n0;
+        wg_tile(tile, g.tiles_m, g.tiles_n, BN, m0, n0);
+        int acc[ACC];
+#pragma unroll
+        for (int i = 0; i < ACC; i++)
+            acc[i] = 0;
+        uint32_t prev = ~0u; /* the stage whose wgmma group may still be in flight */
+        for (int64_t kt = 0; kt < ktiles; kt++) {
+            mbar_wait(loaded0 + 8 * s, ph);
+            if (T2)
+                mbar_wait(decoded0 + 8 * s, ph);
+            const uint32_t a_src = ring + s * C::STAGE_BYTES + c * 64 * WQ_BK;
+            const uint32_t b_src = ring + s * C::STAGE_BYTES + C::A_BYTES;
+            wg_fence_regs(acc);
+            wg_fence();
+            /* integer sums are exact: the last slice's steps past K add
+             * zeros (x is zero there) and need no trimming */
+#pragma unroll
+            for (int j = 0; j < WQ_BK / 32; j++)
+                wq_mma<BN>::run(acc, wg_desc(a_src + 32 * j), wg_desc(b_src + 32 * j));
+            wg_commit();
+            wg_wait<1>(); /* the previous slice's group has completed */
+            wg_fence_regs(acc);
+            if (prev != ~0u && lane == 0)
+                mbar_arrive(empty0 + 8 * prev);
+            prev = s;
+            if (++s == C::STAGES) {
+                s = 0;
+                ph ^= 1u;
+            }
+        }
+        wg_wait<0>();
+        wg_fence_regs(acc);
+        if (prev != ~0u && lane == 0)
+            mbar_arrive(empty0 + 8 * prev);
+
+        /* lk_qgemm_store's epilogue with a thread's two x scales loaded
+         * once; accumulator i: n8 block i / 4, row g (+ 8 for i % 4 >= 2),
+         * column 2 t + i % 2 */
+        const int64_t mrow = m0 + c * 64 + warp * 16 + (lane >> 2);
+        const float *const xsp = (const float *)g.q.x_scale.data;
+        const float *const wsp = (const float *)g.q.w_scale.data;
+        float xs[2] = {1.0f, 1.0f};
+        if (xsp)
+#pragma unroll
+            for (int r = 0; r < 2; r++)
+                if (mrow + 8 * r < g.q.m)
+                    xs[r] = xsp[(mrow + 8 * r) * g.q.x_scale.ld];
+#pragma unroll
+        for (int i = 0; i < ACC; i++) {
+            const int64_t m = mrow + ((i >> 1) & 1) * 8;
+            const int64_t n = n0 + (i >> 2) * 8 + (lane & 3) * 2 + (i & 1);
+            if (m < g.q.m && n < g.q.n) {
+                const int64_t yi = m * g.q.y.ld + n;
+                if (!xsp) {
+                    ((int32_t *)g.q.y.data)[yi] = acc[i];
+                } else {
+                    const float ws = wsp[g.q.w_scale.cols == 1 ? 0 : n];
+                    const float v =
+                        __fmul_rn(__fdiv_rn(__int2float_rn(acc[i]), xs[(i >> 1) & 1]), ws);
+                    lk_store_any(g.q.y.data, g.q.y.dtype, yi, v);
+                }
+            }
         }
     }
 #endif
@@ -426,9 +771,8 @@ bool wg_launch(const lk_cuda_device *dev, const lk_gemm_args *a, cudaStream_t st
     encode_fn enc = get_encode();
     if (!enc)
         return false;
-    const int64_t gx = (a->n + BN - 1) / BN, gy = (a->m + WG_BM - 1) / WG_BM;
-    if (gx > 2147483647 || gy > 65535 || a->k > 2147483647 || a->m > 2147483647 ||
-        a->n > 2147483647 || a->batch > 2147483647)
+    if (a->k > 2147483647 - WG_BK || a->m > 2147483647 - WG_BM || a->n > 2147483647 - 256 ||
+        a->batch > 2147483647)
         return false;
     CUtensorMap am, bm;
     if (!make_map(enc, &am, a->a.data, a->m, a->k, a->a.ld, a->a.batch_stride, a->batch, WG_BM) ||
@@ -439,9 +783,76 @@ bool wg_launch(const lk_cuda_device *dev, const lk_gemm_args *a, cudaStream_t st
     g.N = a->n;
     g.K = a->k;
     g.batch = a->batch;
+    g.tiles_m = (a->m + WG_BM - 1) / WG_BM;
+    g.tiles_n = (a->n + BN - 1) / BN;
     g.e = lk_gemm_epi_make(a);
-    const dim3 grid((unsigned)gx, (unsigned)gy, lk_grid_cap(a->batch, 65535));
+    /* one block per SM (a block fills one), each taking tiles in turn */
+    const int64_t total = g.tiles_m * g.tiles_n * a->batch;
+    const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1;
+    const unsigned grid = (unsigned)(total < sms ? total : sms);
     wg_gemm_kernel<D, BN><<<grid, WG_THREADS, C::SMEM, st>>>(am, bm, g);
+    return true;
+}
+
+
+/* A 2-D byte matrix: rows x cols bytes, ld bytes apart, boxes of
+ * box_rows x box_cols; swizzled (128 bytes) or plain. */
+bool make_map_u8(encode_fn enc, CUtensorMap *map, const void *base, int64_t rows, int64_t cols,
+                 int64_t ld, int box_cols, int box_rows, bool swizzle)
+{
+    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+    const cuuint64_t strides[1] = {(cuuint64_t)ld};
+    const cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows};
+    const cuuint32_t estr[2] = {1, 1};
+    return enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)base, dims, strides, box, estr,
+               CU_TENSOR_MAP_INTERLEAVE_NONE,
+               swizzle ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <bool T2, int BN>
+bool wq_launch(const lk_cuda_device *dev, const lk_qgemm_args *q, cudaStream_t st)
+{
+    typedef wq_cfg<T2, BN> C;
+    auto kern = wq_kernel<T2, BN>;
+    /* as wg_launch: the image has the wgmma body and the device the room */
+    static unsigned long long probed, usable;
+    const unsigned long long bit =
+        dev->ordinal >= 0 && dev->ordinal < 64 ? 1ull << dev->ordinal : 0;
+    if (!bit || !(__atomic_load_n(&probed, __ATOMIC_ACQUIRE) & bit)) {
+        cudaFuncAttributes fa;
+        bool good = cudaFuncGetAttributes(&fa, kern) == cudaSuccess &&
+                    fa.sharedSizeBytes >= 3 * C::STAGES * sizeof(uint64_t) &&
+                    C::SMEM + fa.sharedSizeBytes <= dev->smem_optin &&
+                    lk_smem_optin<wq_kernel<T2, BN> >(dev->ordinal, C::SMEM) == cudaSuccess;
+        (void)cudaGetLastError();
+        if (bit) {
+            if (good)
+                __atomic_fetch_or(&usable, bit, __ATOMIC_RELEASE);
+            __atomic_fetch_or(&probed, bit, __ATOMIC_RELEASE);
+        } else if (!good) {
+            return false;
+        }
+    }
+    if (bit && !(__atomic_load_n(&usable, __ATOMIC_ACQUIRE) & bit))
+        return false;
+    encode_fn enc = get_encode();
+    if (!enc)
+        return false;
+    const int64_t wbytes = T2 ? (q->k + 3) / 4 : q->k, wld = T2 ? q->w.ld / 4 : q->w.ld;
+    CUtensorMap xm, wm;
+    if (!make_map_u8(enc, &xm, q->x.data, q->m, q->k, q->x.ld, WQ_BK, WG_BM, true) ||
+        !make_map_u8(enc, &wm, q->w.data, q->n, wbytes, wld, T2 ? WQ_BK / 4 : WQ_BK, BN, !T2))
+        return false;
+    wq_kargs g;
+    g.q = *q;
+    g.tiles_m = (q->m + WG_BM - 1) / WG_BM;
+    g.tiles_n = (q->n + BN - 1) / BN;
+    g.ktiles = (q->k + WQ_BK - 1) / WQ_BK;
+    const int64_t tiles = g.tiles_m * g.tiles_n, sms = dev->sm_count > 0 ? dev->sm_count : 1;
+    const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
+    wq_kernel<T2, BN><<<grid, WG_THREADS, C::SMEM, st>>>(xm, wm, g);
     return true;
 }
 
@@ -461,13 +872,50 @@ bool lk_cuda_tc_wgmma(lk_cuda_queue *q, const lk_gemm_args *a, int bn)
     if (a->batch > 1 && (a->a.batch_stride % 8 || a->b.batch_stride % 8 ||
                          a->a.batch_stride <= 0 || a->b.batch_stride <= 0))
         return false;
-    if (bn == 0) { /* the wide tile when it still gives every SM a block */
-        const int64_t wide = ((a->m + WG_BM - 1) / WG_BM) * ((a->n + 255) / 256) * a->batch;
-        bn = wide >= dev->sm_count ? 256 : 128;
+    if (bn == 0) {
+        /* the tile with the least work on the busiest SM: waves x tile
+         * area, the narrow tile's extra shared-memory traffic per MMA
+         * counted; ties go to the wider tile */
+        const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1;
+        const int64_t tm = (a->m + WG_BM - 1) / WG_BM;
+        auto cost = [&](int w, double f) {
+            return (double)((tm * ((a->n + w - 1) / w) * a->batch + sms - 1) / sms) * w * f;
+        };
+        const double c256 = cost(256, 1.0), c128 = cost(128, 1.0), c64 = cost(64, 1.2);
+        bn = c256 <= c128 && c256 <= c64 ? 256 : c128 <= c64 ? 128 : 64;
     }
     if (a->a.dtype == LK_BF16)
-        return bn == 256 ? wg_launch<LK_BF16, 256>(dev, a, q->stream)
-                         : wg_launch<LK_BF16, 128>(dev, a, q->stream);
-    return bn == 256 ? wg_launch<LK_F16, 256>(dev, a, q->stream)
-                     : wg_launch<LK_F16, 128>(dev, a, q->stream);
+        return bn == 256   ? wg_launch<LK_BF16, 256>(dev, a, q->stream)
+               : bn == 128 ? wg_launch<LK_BF16, 128>(dev, a, q->stream)
+                           : wg_launch<LK_BF16, 64>(dev, a, q->stream);
+    return bn == 256   ? wg_launch<LK_F16, 256>(dev, a, q->stream)
+           : bn == 128 ? wg_launch<LK_F16, 128>(dev, a, q->stream)
+                       : wg_launch<LK_F16, 64>(dev, a, q->stream);
+}
+
+bool lk_cuda_tc_wgmma_qgemm(lk_cuda_queue *queue, const lk_qgemm_args *a, bool t2, int bn)
+{
+    const lk_cuda_device *dev = queue->dev;
+    if (dev->cc_major != 9 || dev->cc_minor != 0 || a->m < 1 || a->n < 1 || a->k < 1)
+        return false;
+    /* TMA: 16-byte aligned bases and row strides; coordinates in int32 */
+    const int64_t wld = t2 ? a->w.ld / 4 : a->w.ld;
+    if (((uintptr_t)a->x.data & 15) || ((uintptr_t)a->w.data & 15) || a->x.ld % 16 ||
+        wld % 16 || (t2 && a->w.ld % 4))
+        return false;
+    if (a->m > 2147483647 - WG_BM || a->n > 2147483647 - 256 || a->k > 2147483647 - WQ_BK)
+        return false;
+    if (bn == 0) {
+        /* the tile with the least work on the busiest SM (waves x tile
+         * area); a tie goes to the wide tile (less shared-memory traffic
+         * per MMA) */
+        const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1, tm = (a->m + WG_BM - 1) / WG_BM;
+        const int64_t w128 = (tm * ((a->n + 127) / 128) + sms - 1) / sms;
+        const int64_t w256 = (tm * ((a->n + 255) / 256) + sms - 1) / sms;
+        bn = w256 * 256 <= w128 * 128 ? 256 : 128;
+    }
+    const cudaStream_t st = queue->stream;
+    if (t2)
+        return bn == 256 ? wq_launch<true, 256>(dev, a, st) : wq_launch<true, 128>(dev, a, st);
+    return bn == 256 ? wq_launch<false, 256>(dev, a, st) : wq_launch<false, 128>(dev, a, st);
 }

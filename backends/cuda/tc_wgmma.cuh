@@ -1,15 +1,24 @@
 /* Lockstep CUDA driver (internal): the LK_GEMM_TC_SM90 tier on wgmma
- * (backends/cuda/tc_wgmma.cu), called by tc_gemm.cu. */
+ * (backends/cuda/tc_wgmma.cu), called by tc_gemm.cu, and the integer GEMMs on
+ * int8 wgmma, called by tc_ternary.cu. */
 #ifndef LK_CUDA_TC_WGMMA_CUH
 #define LK_CUDA_TC_WGMMA_CUH
 
 #include "backends/cuda/driver.h"
 
-/* Enqueue the tier's GEMM on wgmma with a 128 x bn tile (bn 256 or 128,
- * 0: chosen from the shape) and return true; false, having enqueued
+/* Enqueue the tier's GEMM on wgmma with a 128 x bn tile (bn 256, 128 or
+ * 64, 0: chosen from the shape) and return true; false, having enqueued
  * nothing, when it does not apply: not an sm_90 GPU, a module without
  * sm_90a code, a layout other than A M x K and B N x K with 16-byte
  * aligned rows, or a tensor map the driver refuses. */
 bool lk_cuda_tc_wgmma(lk_cuda_queue *q, const lk_gemm_args *a, int bn);
+
+/* Enqueue lk_ternary_gemm (t2) or lk_int8_gemm (!t2) on int8 wgmma with a
+ * 128 x bn tile (bn 256 or 128, 0: chosen from the shape; exact int32
+ * sums, so section 9's bits) and return true; false, having enqueued
+ * nothing, when it does not apply: not an sm_90 GPU, a module without
+ * sm_90a code, x or w rows not 16-byte aligned, or a tensor map the driver
+ * refuses.  The caller then runs tc_ternary.cu's mma.sync kernels. */
+bool lk_cuda_tc_wgmma_qgemm(lk_cuda_queue *q, const lk_qgemm_args *a, bool t2, int bn);
 
 #endif
