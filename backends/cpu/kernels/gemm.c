@@ -15,7 +15,10 @@
  * M <= GEMM_MR (GEMV and small batches) there is no shared packing at all:
  * each thread takes whole column panels and runs the micro-kernel over all
  * of K, or, for a transposed B (a linear layer's weights), transposes 8 x 8
- * blocks in registers and uses them at once (gemv_t_group). */
+ * blocks in registers and uses them at once (gemv_t_group).  Prepared
+ * weights (prepared.h) are B already packed for the whole of K: the
+ * micro-kernel reads them in place, widening bf16/f16 as it loads, so the
+ * threads share no packing and never wait for each other. */
 #include <stdlib.h>
 
 #include "backends/cpu/kernels/elem.h"
@@ -50,7 +53,7 @@ typedef struct gemm_job {
     char *c;
     int64_t m, n, k;
     int64_t nc;        /* columns per jc block */
-    float *bp;         /* shared packed B panel (KC x nc) */
+    float *bp;         /* shared packed B panels (KC x nc), two: k-panels alternate */
     float *ap;         /* per-thread A blocks (MC x KC), or GEMV: A (m x K) */
     float *ws;         /* totals when C cannot hold them (m x nc), else NULL */
     float *bbuf;       /* GEMV: per-thread K x NR B panels */
@@ -59,16 +62,35 @@ typedef struct gemm_job {
 
 /* ---- the micro-kernel ---- */
 
+#if GEMM_NV % 2 != 0
+#error "prepared bf16 panels interleave pairs of vectors (prepared.h)"
+#endif
+
+/* Vector v (columns v VW .. v VW + VW) of the prepared k-row at element
+ * index row: bf16 from its interleaved chunk (prepared.h) by a shift or a
+ * mask of the same load, exactly the values ld_dt widens. */
+LK_INLINE vf ld_w(const void *bp, const lk_dtype bdt, int64_t row, const int v)
+{
+    if (bdt == LK_BF16) {
+        const vi w = vi_load((const uint16_t *)bp + row + (v / 2) * 2 * VW);
+        return vi_as_vf(v % 2 == 0 ? vi_slli(w, 16) : vi_and(w, vi_set1(-65536)));
+    }
+    return ld_dt(bp, bdt, row + v * VW);
+}
+
 /* Totals t[i][0..NR) += the KB blocks of A (mr x kc, k-major, stride mr)
- * times B (kc x NR, row stride ldb); first: the first block of the whole
- * dot product, stored rather than added.  mr is a constant at each call
- * site (ukernel_mr), so the accumulators live in registers. */
-LK_INLINE void ukernel(const int mr, int64_t kc, const float *ap, const float *bp,
-                       int64_t ldb, float *t, int64_t ldt, int first)
+ * times B (kc x NR, row stride ldb elements of dtype bdt: f32, or a
+ * prepared bf16/f16 panel widened as it is loaded); first: the first block
+ * of the whole dot product, stored rather than added.  mr and bdt are
+ * constants at each call site (ukernel_mr), so the accumulators live in
+ * registers. */
+LK_INLINE void ukernel(const int mr, const lk_dtype bdt, int64_t kc, const float *ap,
+                       const void *bp, int64_t ldb, float *t, int64_t ldt, int first)
 {
     for (int64_t k0 = 0; k0 < kc; k0 += LK_KB) {
         const int64_t kb = kc - k0 < LK_KB ? kc - k0 : LK_KB;
-        const float *a = ap + k0 * mr, *b = bp + k0 * ldb;
+        const float *a = ap + k0 * mr;
+        int64_t b = k0 * ldb;
         vf acc[GEMM_MR][GEMM_NV];
 LK_UNROLL(16)
         for (int i = 0; i < mr; i++)
@@ -79,7 +101,7 @@ LK_UNROLL(4)
             vf bv[GEMM_NV];
 LK_UNROLL(4)
             for (int v = 0; v < GEMM_NV; v++)
-                bv[v] = vf_load(b + v * VW);
+                bv[v] = ld_w(bp, bdt, b, v);
 LK_UNROLL(16)
             for (int i = 0; i < mr; i++) {
                 vf ai = vf_bcast(a + i);
@@ -99,16 +121,21 @@ LK_UNROLL(4)
     }
 }
 
-#define UK_CASE(r)                                          \
-    case r:                                                 \
-        ukernel(r, kc, ap, bp, ldb, t, ldt, first);         \
+#define UK_CASE(r)                                                                   \
+    case r:                                                                          \
+        if (bdt == LK_F32)                                                           \
+            ukernel(r, LK_F32, kc, ap, bp, ldb, t, ldt, first);                      \
+        else if (bdt == LK_BF16)                                                     \
+            ukernel(r, LK_BF16, kc, ap, bp, ldb, t, ldt, first);                     \
+        else                                                                         \
+            ukernel(r, LK_F16, kc, ap, bp, ldb, t, ldt, first);                      \
         break;
 
-static void ukernel_mr(int mr, int64_t kc, const float *ap, const float *bp, int64_t ldb,
-                       float *t, int64_t ldt, int first)
+static void ukernel_mr(int mr, lk_dtype bdt, int64_t kc, const float *ap, const void *bp,
+                       int64_t ldb, float *t, int64_t ldt, int first)
 {
     if (LK_SIMDE_GENERIC) {
-        ukernel(mr, kc, ap, bp, ldb, t, ldt, first);
+        ukernel(mr, bdt, kc, ap, bp, ldb, t, ldt, first);
         return;
     }
     switch (mr) {
@@ -117,6 +144,7 @@ static void ukernel_mr(int mr, int64_t kc, const float *ap, const float *bp, int
         break;
     }
 }
+#undef UK_CASE
 
 /* ---- packing: widen to f32, transposes resolved ---- */
 
@@ -263,8 +291,8 @@ static void epilogue(const gemm_job *j, const float *t, int64_t ldt, int64_t mi,
 
 /* One micro-tile of a k-panel: totals at (mi, ni), epilogue after the last
  * panel.  Edge tiles go through a full-size copy of their totals. */
-static void tile(const gemm_job *j, const float *ap, const float *bp, int64_t mi, int64_t ni,
-                 int mr, int nr, int64_t kc, int first, int last, int64_t jc)
+static void tile(const gemm_job *j, const float *ap, const void *bp, lk_dtype bdt, int64_t mi,
+                 int64_t ni, int mr, int nr, int64_t kc, int first, int last, int64_t jc)
 {
     float *t;
     int64_t ldt;
@@ -276,13 +304,13 @@ static void tile(const gemm_job *j, const float *ap, const float *bp, int64_t mi
         t = (float *)(void *)j->c + mi * ldt + ni;
     }
     if (nr == GEMM_NR) {
-        ukernel_mr(mr, kc, ap, bp, GEMM_NR, t, ldt, first);
+        ukernel_mr(mr, bdt, kc, ap, bp, GEMM_NR, t, ldt, first);
     } else {
         float tl[GEMM_MR * GEMM_NR];
         if (!first)
             for (int i = 0; i < mr; i++)
                 memcpy(tl + i * GEMM_NR, t + i * ldt, (size_t)nr * sizeof *t);
-        ukernel_mr(mr, kc, ap, bp, GEMM_NR, tl, GEMM_NR, first);
+        ukernel_mr(mr, bdt, kc, ap, bp, GEMM_NR, tl, GEMM_NR, first);
         for (int i = 0; i < mr; i++)
             memcpy(t + i * ldt, tl + i * GEMM_NR, (size_t)nr * sizeof *t);
     }
@@ -317,12 +345,17 @@ static void gemm_grid(int64_t mrows, int64_t npan, int64_t m, int64_t n, int nt,
     }
 }
 
-/* The packed B of column panel q (first column n0) for the k-panel at pc. */
-static const float *b_panel(const gemm_job *j, int64_t n0, int64_t q, int64_t pc)
+/* The B of column panel q (first column n0) for the k-panel at pc: packed,
+ * or prepared weights in place (the micro-kernel widens bf16/f16 as it
+ * loads them, so nothing is packed and the threads never wait for each
+ * other). */
+static const void *b_panel(const gemm_job *j, const float *bp, int64_t n0, int64_t q,
+                           int64_t pc)
 {
-    if (j->prep && j->prep->dtype == LK_F32)
-        return (const float *)j->prep->data + (n0 / GEMM_NR * j->k + pc) * GEMM_NR;
-    return j->bp + q * GEMM_KC * GEMM_NR;
+    if (j->prep)
+        return (const char *)j->prep->data +
+               (n0 / GEMM_NR * j->k + pc) * GEMM_NR * dt_size(j->prep->dtype);
+    return bp + q * GEMM_KC * GEMM_NR;
 }
 
 static void gemm_body(void *p, int tid, int nt)
@@ -332,11 +365,18 @@ static void gemm_body(void *p, int tid, int nt)
     const int64_t mrows = (j->m + GEMM_MR - 1) / GEMM_MR;
     int rows, cols;
     gemm_grid(mrows, (j->nc + GEMM_NR - 1) / GEMM_NR, j->m, j->n, nt, &rows, &cols);
-    const int busy = tid < rows * cols, shared = rows > 1;
+    const int busy = tid < rows * cols, shared = rows > 1 && !j->prep;
+    const lk_dtype bdt = j->prep ? j->prep->dtype : LK_F32;
     int64_t r0 = 0, r1 = 0;
     if (busy)
         lk_cpu_part(mrows, tid / cols, rows, &r0, &r1);
     const int64_t m0 = r0 * GEMM_MR, m1 = r1 * GEMM_MR < j->m ? r1 * GEMM_MR : j->m;
+    /* Shared B is packed into two buffers by turns, with one barrier per
+     * k-panel, after the packing: a thread packs a buffer again only once
+     * every thread has passed the barrier of the k-panel in between, so
+     * has finished with it (and with the totals of the previous column
+     * block).  A thread done early packs ahead instead of waiting. */
+    int64_t turn = 0;
     for (int64_t jc = 0; jc < j->n; jc += j->nc) {
         const int64_t ncur = j->n - jc < j->nc ? j->n - jc : j->nc;
         const int64_t npan = (ncur + GEMM_NR - 1) / GEMM_NR;
@@ -353,18 +393,14 @@ static void gemm_body(void *p, int tid, int nt)
         for (int64_t pc = 0; pc < j->k; pc += GEMM_KC) {
             const int64_t kc = j->k - pc < GEMM_KC ? j->k - pc : GEMM_KC;
             const int first = pc == 0, last = pc + kc >= j->k;
+            float *bp = j->bp + (turn++ & 1) * GEMM_KC * j->nc;
             int64_t b0 = q0, b1 = q1; /* shared: every thread packs a share of all of B */
             if (shared)
                 lk_cpu_part(npan, tid, nt, &b0, &b1);
-            for (int64_t q = b0; q < b1; q++) {
+            for (int64_t q = b0; q < b1 && !j->prep; q++) {
                 int64_t n0 = jc + q * GEMM_NR;
                 int nr = (int)(j->n - n0 < GEMM_NR ? j->n - n0 : GEMM_NR);
-                if (!j->prep)
-                    pack_b(j, n0, nr, pc, kc, j->bp + q * GEMM_KC * GEMM_NR);
-                else if (j->prep->dtype != LK_F32) /* f32 is read in place (b_panel) */
-                    widen_span(j->prep->data, j->prep->dtype,
-                               (n0 / GEMM_NR * j->k + pc) * GEMM_NR, kc * GEMM_NR,
-                               j->bp + q * GEMM_KC * GEMM_NR);
+                pack_b(j, n0, nr, pc, kc, bp + q * GEMM_KC * GEMM_NR);
             }
             if (shared)
                 lk_cpu_barrier();
@@ -379,13 +415,11 @@ static void gemm_body(void *p, int tid, int nt)
                     const int nr = (int)(j->n - n0 < GEMM_NR ? j->n - n0 : GEMM_NR);
                     for (int64_t ir = 0; ir < mc; ir += GEMM_MR) {
                         const int mr = (int)(mc - ir < GEMM_MR ? mc - ir : GEMM_MR);
-                        tile(j, ap + ir * kc, b_panel(j, n0, q, pc), ic + ir, n0, mr, nr, kc,
-                             first, last, jc);
+                        tile(j, ap + ir * kc, b_panel(j, bp, n0, q, pc), bdt, ic + ir, n0, mr,
+                             nr, kc, first, last, jc);
                     }
                 }
             }
-            if (shared)
-                lk_cpu_barrier();
         }
     }
 }
@@ -412,11 +446,11 @@ static void gemv_body(void *p, int tid, int nt)
         const int nr = (int)(j->n - n0 < GEMM_NR ? j->n - n0 : GEMM_NR);
         float t[GEMM_MR * GEMM_NR];
         if (direct && nr == GEMM_NR) {
-            ukernel_mr(mr, j->k, j->ap, (const float *)(const void *)j->b + n0, B->ld, t,
+            ukernel_mr(mr, LK_F32, j->k, j->ap, (const float *)(const void *)j->b + n0, B->ld, t,
                        GEMM_NR, 1);
         } else {
             pack_b(j, n0, nr, 0, j->k, bbuf);
-            ukernel_mr(mr, j->k, j->ap, bbuf, GEMM_NR, t, GEMM_NR, 1);
+            ukernel_mr(mr, LK_F32, j->k, j->ap, bbuf, GEMM_NR, t, GEMM_NR, 1);
         }
         epilogue(j, t, GEMM_NR, 0, n0, mr, nr);
     }
@@ -512,94 +546,90 @@ static void gemv_t_body(void *p, int tid, int nt)
         float *bbuf = j->bbuf + (int64_t)tid * j->k * GEMM_NR;
         float t[GEMM_MR * GEMM_NR];
         pack_b(j, n0, nr, 0, j->k, bbuf);
-        ukernel_mr((int)j->m, j->k, j->ap, bbuf, GEMM_NR, t, GEMM_NR, 1);
+        ukernel_mr((int)j->m, LK_F32, j->k, j->ap, bbuf, GEMM_NR, t, GEMM_NR, 1);
         epilogue(j, t, GEMM_NR, 0, n0, (int)j->m, nr);
     }
 }
 
 /* ---- prepared weights (prepared.h) ---- */
 
-/* ukernel over a whole-K prepared panel of dtype bdt (NR wide), widening
- * each B vector as it is loaded: the first block stored, later ones added,
- * exactly as ukernel does it. */
-LK_INLINE void ukernel_w(const int mr, const lk_dtype bdt, int64_t K, const float *ap,
-                         const void *bp, float *t)
+/* ukernel for one row of A over two prepared panels at once: with a
+ * single row, one panel gives only GEMM_NV independent fma chains, fewer
+ * than the fma latency times its throughput.  Each column's chain is the
+ * one ukernel runs. */
+LK_INLINE void ukernel_w1x2(const lk_dtype bdt, int64_t K, const float *ap, const void *bp0,
+                            const void *bp1, float *t0, float *t1)
 {
     for (int64_t k0 = 0; k0 < K; k0 += LK_KB) {
         const int64_t kb = K - k0 < LK_KB ? K - k0 : LK_KB;
-        const float *a = ap + k0 * mr;
+        const float *a = ap + k0;
         int64_t bi = k0 * GEMM_NR;
-        vf acc[GEMM_MR][GEMM_NV];
-LK_UNROLL(16)
-        for (int i = 0; i < mr; i++)
+        vf acc0[GEMM_NV], acc1[GEMM_NV];
 LK_UNROLL(4)
-            for (int v = 0; v < GEMM_NV; v++)
-                acc[i][v] = vf_zero();
-        for (int64_t k = 0; k < kb; k++, a += mr, bi += GEMM_NR) {
-            vf bv[GEMM_NV];
-LK_UNROLL(4)
-            for (int v = 0; v < GEMM_NV; v++)
-                bv[v] = ld_dt(bp, bdt, bi + v * VW);
-LK_UNROLL(16)
-            for (int i = 0; i < mr; i++) {
-                vf ai = vf_bcast(a + i);
-LK_UNROLL(4)
-                for (int v = 0; v < GEMM_NV; v++)
-                    acc[i][v] = vf_fma(ai, bv[v], acc[i][v]);
-            }
-        }
-LK_UNROLL(16)
-        for (int i = 0; i < mr; i++)
+        for (int v = 0; v < GEMM_NV; v++)
+            acc0[v] = acc1[v] = vf_zero();
+        for (int64_t k = 0; k < kb; k++, a++, bi += GEMM_NR) {
+            const vf ai = vf_bcast(a);
 LK_UNROLL(4)
             for (int v = 0; v < GEMM_NV; v++) {
-                float *ti = t + i * GEMM_NR + v * VW;
-                vf_store(ti, k0 == 0 ? acc[i][v] : vf_add(vf_load(ti), acc[i][v]));
+                acc0[v] = vf_fma(ai, ld_w(bp0, bdt, bi, v), acc0[v]);
+                acc1[v] = vf_fma(ai, ld_w(bp1, bdt, bi, v), acc1[v]);
             }
+        }
+LK_UNROLL(4)
+        for (int v = 0; v < GEMM_NV; v++) {
+            float *u0 = t0 + v * VW, *u1 = t1 + v * VW;
+            vf_store(u0, k0 == 0 ? acc0[v] : vf_add(vf_load(u0), acc0[v]));
+            vf_store(u1, k0 == 0 ? acc1[v] : vf_add(vf_load(u1), acc1[v]));
+        }
     }
 }
 
-static void ukernel_w_mr(int mr, lk_dtype bdt, int64_t K, const float *ap, const void *bp,
-                         float *t)
+static void ukernel_w1x2_dt(lk_dtype bdt, int64_t K, const float *ap, const void *bp0,
+                            const void *bp1, float *t0, float *t1)
 {
-    if (bdt == LK_F32) {
-        ukernel_mr(mr, K, ap, (const float *)bp, GEMM_NR, t, GEMM_NR, 1);
-        return;
-    }
-    if (LK_SIMDE_GENERIC) {
-        ukernel_w(mr, bdt, K, ap, bp, t);
-        return;
-    }
-#define UW_CASE(r)                                                                   \
-    case r:                                                                          \
-        if (bdt == LK_BF16)                                                          \
-            ukernel_w(r, LK_BF16, K, ap, bp, t);                                     \
-        else                                                                         \
-            ukernel_w(r, LK_F16, K, ap, bp, t);                                      \
+    switch (bdt) {
+    case LK_BF16:
+        ukernel_w1x2(LK_BF16, K, ap, bp0, bp1, t0, t1);
         break;
-    switch (mr) {
-        GEMM_MR_LIST(UW_CASE)
+    case LK_F16:
+        ukernel_w1x2(LK_F16, K, ap, bp0, bp1, t0, t1);
+        break;
     default:
+        ukernel_w1x2(LK_F32, K, ap, bp0, bp1, t0, t1);
         break;
     }
-#undef UW_CASE
 }
 
 /* GEMV on prepared weights: each thread takes whole panels and streams
- * them from end to end, nothing packed or transposed. */
+ * them from end to end, nothing packed or transposed; a single row of A
+ * goes two panels at a time (ukernel_w1x2). */
 static void gemv_p_body(void *p, int tid, int nt)
 {
     const gemm_job *j = (const gemm_job *)p;
     const lk_cpu_weights *w = j->prep;
     const int mr = (int)j->m;
     const int64_t npan = (j->n + GEMM_NR - 1) / GEMM_NR, es = dt_size(w->dtype);
+    const int64_t pbytes = j->k * GEMM_NR * es;
     int64_t q0, q1;
     lk_cpu_part(npan, tid, nt, &q0, &q1);
+    if (mr == 1) {
+        for (; q0 + 2 <= q1; q0 += 2) {
+            const int64_t n0 = q0 * GEMM_NR;
+            const int nr = (int)(j->n - n0 - GEMM_NR < GEMM_NR ? j->n - n0 - GEMM_NR : GEMM_NR);
+            const char *bp = (const char *)w->data + q0 * pbytes;
+            float t[2 * GEMM_NR];
+            ukernel_w1x2_dt(w->dtype, j->k, j->ap, bp, bp + pbytes, t, t + GEMM_NR);
+            epilogue(j, t, GEMM_NR, 0, n0, 1, GEMM_NR);
+            epilogue(j, t + GEMM_NR, GEMM_NR, 0, n0 + GEMM_NR, 1, nr);
+        }
+    }
     for (int64_t q = q0; q < q1; q++) {
         const int64_t n0 = q * GEMM_NR;
         const int nr = (int)(j->n - n0 < GEMM_NR ? j->n - n0 : GEMM_NR);
         float t[GEMM_MR * GEMM_NR];
-        ukernel_w_mr(mr, w->dtype, j->k, j->ap,
-                     (const char *)w->data + q * j->k * GEMM_NR * es, t);
+        ukernel_mr(mr, w->dtype, j->k, j->ap, (const char *)w->data + q * pbytes, GEMM_NR, t,
+                   GEMM_NR, 1);
         epilogue(j, t, GEMM_NR, 0, n0, mr, nr);
     }
 }
@@ -641,7 +671,7 @@ static lk_status gemm_run(lk_cpu_queue *q, const lk_gemm_args *g, const lk_cpu_w
             j.nc = npan * GEMM_NR;
         nt = lk_cpu_threads_for(q, flops, npan * ((g->m + GEMM_MR - 1) / GEMM_MR));
         ws = c_holds ? 0 : (size_t)g->m * (size_t)j.nc;
-        floats = (size_t)GEMM_KC * (size_t)j.nc + (size_t)nt * GEMM_MC * GEMM_KC + ws;
+        floats = 2 * (size_t)GEMM_KC * (size_t)j.nc + (size_t)nt * GEMM_MC * GEMM_KC + ws;
     }
     float *mem = (float *)lk_cpu_scratch(q, floats * sizeof(float), prep ? "lk_linear" : "lk_gemm");
     if (mem == NULL)
@@ -661,7 +691,7 @@ static lk_status gemm_run(lk_cpu_queue *q, const lk_gemm_args *g, const lk_cpu_w
             lk_cpu_team(nt, prep ? gemv_p_body : g->tb == LK_TRANS ? gemv_t_body : gemv_body, &j);
         } else {
             j.bp = mem;
-            j.ap = mem + GEMM_KC * j.nc;
+            j.ap = mem + 2 * GEMM_KC * j.nc;
             j.ws = ws ? j.ap + (int64_t)nt * GEMM_MC * GEMM_KC : NULL;
             lk_cpu_team(nt, gemm_body, &j);
         }
@@ -703,6 +733,7 @@ lk_status LK_CPU_KERNEL(weights_prepare)(void *queue, const lk_weights_args *arg
     p->n = w->rows;
     p->k = w->cols;
     p->nr = GEMM_NR;
+    p->pair = 2 * VW;
     int64_t items;
     size_t bytes;
     if (w->dtype == LK_T2) {
