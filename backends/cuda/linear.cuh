@@ -13,13 +13,7 @@
  * chain has the bits of the contract's shorter one.  Rows past N are 0
  * and never stored.
  *
- * Ternary weights: rows in groups of 8, K in pieces of 64 (16 bytes):
- *     [group][piece p][row r < 8][16 bytes]
- * with, inside a piece, byte b of word w holding in bit pair e the code of
- * k = 64 p + 16 w + 4 e + b.  Bit pair e of the four bytes of word w is
- * then the codes of x[64 p + 16 w + 4 e + 0..3]: the x word e of that 16
- * bytes as it lies in memory, so dp4a takes x unpermuted.  Codes past K
- * are 1 (value 0) and x is read as 0 there. */
+ * Ternary weights are not prepared (weights.cu says why). */
 #ifndef LK_CUDA_LINEAR_CUH
 #define LK_CUDA_LINEAR_CUH
 
@@ -31,14 +25,12 @@
 #define LK_LIN_MT_MAX 8                 /* rows of x per launch (more: grid.y) */
 
 typedef struct lk_cuda_weights {
-    lk_dtype dt;          /* LK_F32, LK_BF16, LK_F16 or LK_T2 */
+    lk_dtype dt;          /* LK_F32, LK_BF16 or LK_F16 */
     int64_t n, k;
     int64_t groups;       /* ceil(n / 8) */
-    int64_t nkb;          /* float: ceil(k / 128); t2: pieces ceil(k / 64) */
+    int64_t nkb;          /* ceil(k / 128) */
     void *w;              /* the layout above */
     size_t bytes;
-    float *scale;         /* t2: a copy of w_scale (scale_cols floats) */
-    int64_t scale_cols;
 } lk_cuda_weights;
 
 /* Largest K (in 128-blocks) the float kernel takes with one row of x in

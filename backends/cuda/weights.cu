@@ -51,32 +51,6 @@ __global__ void __launch_bounds__(256) prep_float_kernel(lk_tensor w, int64_t nk
     }
 }
 
-/* One thread per byte of the ternary layout. */
-__global__ void __launch_bounds__(256) prep_t2_kernel(lk_tensor w, int64_t pieces, int64_t total,
-                                                      uint8_t *dst)
-{
-    const uint8_t *src = (const uint8_t *)w.data;
-    const int64_t bpr = w.ld / 4; /* bytes per canonical row */
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int byte = (int)(i % 16);
-        const int r = (int)((i / 16) % LK_LIN_G);
-        const int64_t p = (i / (16 * LK_LIN_G)) % pieces, g = i / (16 * LK_LIN_G * pieces);
-        const int64_t n = g * LK_LIN_G + r;
-        const int wd = byte / 4, b = byte % 4;
-        unsigned out = 0;
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int64_t k = 64 * p + 16 * wd + 4 * e + b;
-            unsigned code = 1u; /* value 0 past K and past N */
-            if (k < w.cols && n < w.rows)
-                code = (src[n * bpr + k / 4] >> (2 * (k % 4))) & 3u;
-            out |= code << (2 * e);
-        }
-        dst[i] = (uint8_t)out;
-    }
-}
-
 lk_status fail(lk_cuda_queue *q, cudaError_t e, const char *what)
 {
     return lk_cuda_fail(q->dev->host, e, what);
@@ -92,7 +66,6 @@ extern "C" void lk_cuda_weights_destroy(void *dev, void *prepared)
     lk_cuda_scope sc;
     if (lk_cuda_enter((const lk_cuda_device *)dev, &sc) == LK_OK) {
         (void)cudaFree(h->w);
-        (void)cudaFree(h->scale);
         lk_cuda_leave(&sc);
     }
     free(h);
@@ -105,12 +78,16 @@ extern "C" lk_status lk_cuda_weights_prepare(void *queue, const lk_weights_args 
         return op.status();
     lk_cuda_queue *q = op.q;
     const lk_tensor &w = a->w;
-    const bool t2 = w.dtype == LK_T2;
+    /* Ternary weights stay canonical: ternary.cu's t2_gemv (M <= 8) and the
+     * int8 tensor-core kernel (M > 8) read them faster than the prepared
+     * layout's kernel did (docs/bench.md), so the core keeps its copy. */
+    if (w.dtype == LK_T2)
+        return LK_ERR_UNSUPPORTED;
     const int64_t groups = (w.rows + LK_LIN_G - 1) / LK_LIN_G;
-    const int64_t nkb = t2 ? (w.cols + 63) / 64 : (w.cols + LK_KB - 1) / LK_KB;
+    const int64_t nkb = (w.cols + LK_KB - 1) / LK_KB;
     /* the float kernel keeps x and the block partials of its rows in
      * shared memory: beyond that K the core's copy and lk_gemm serve */
-    if (!t2 && nkb > lk_lin_max_nkb(lk_lin_smem_limit(q->dev)))
+    if (nkb > lk_lin_max_nkb(lk_lin_smem_limit(q->dev)))
         return LK_ERR_UNSUPPORTED;
     lk_cuda_weights *h = (lk_cuda_weights *)calloc(1, sizeof *h);
     if (!h)
@@ -120,28 +97,14 @@ extern "C" lk_status lk_cuda_weights_prepare(void *queue, const lk_weights_args 
     h->k = w.cols;
     h->groups = groups;
     h->nkb = nkb;
-    h->bytes = t2 ? (size_t)(groups * nkb) * LK_LIN_G * 16
-                  : (size_t)(groups * nkb) * LK_LIN_G * LK_KB * lk_dtype_bytes(w.dtype);
+    h->bytes = (size_t)(groups * nkb) * LK_LIN_G * LK_KB * lk_dtype_bytes(w.dtype);
     (void)cudaGetLastError();
     cudaError_t e = cudaMalloc(&h->w, h->bytes);
     if (e != cudaSuccess) {
         free(h);
         return fail(q, e, "lk_weights_prepare: cudaMalloc");
     }
-    if (t2) {
-        h->scale_cols = a->w_scale.cols;
-        e = cudaMalloc((void **)&h->scale, (size_t)h->scale_cols * sizeof(float));
-        if (e == cudaSuccess)
-            e = cudaMemcpyAsync(h->scale, a->w_scale.data, (size_t)h->scale_cols * sizeof(float),
-                                cudaMemcpyDeviceToDevice, op.stream());
-        if (e != cudaSuccess) {
-            lk_cuda_weights_destroy(q->dev, h);
-            return fail(q, e, "lk_weights_prepare: w_scale");
-        }
-        const int64_t total = (int64_t)h->bytes;
-        prep_t2_kernel<<<lk_grid_cap((total + 255) / 256, (int64_t)1 << 20), 256, 0,
-                         op.stream()>>>(w, nkb, total, (uint8_t *)h->w);
-    } else {
+    {
         const int64_t total = (int64_t)(h->bytes / 16);
         const unsigned blocks = lk_grid_cap((total + 255) / 256, (int64_t)1 << 20);
         LK_FLOAT_SWITCH(w.dtype, DW,
