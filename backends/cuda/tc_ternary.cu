@@ -24,7 +24,9 @@
  * LOCKSTEP_CUDA_TC_INT_KERNEL=128x128, 64x128, 64x64 (each also with
  * -generic: the plain loader) forces an mma.sync variant, =mma.sync the
  * automatic mma.sync choice, =wgmma, wgmma-n128, wgmma-n256 the wgmma
- * kernel (where it does not apply: the automatic mma.sync choice); =simt
+ * kernel (where it does not apply: the automatic mma.sync choice),
+ * =wgmma-ra, wgmma-ra-x128, wgmma-ra-x256 (LK_T2 only; int8: the wgmma
+ * kernel) the kernel with the weights decoded in registers; =simt
  * leaves the call to the dp4a kernels (tests compare them). */
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,12 @@
 #include "backends/cuda/tc_ptx.cuh"
 #include "backends/cuda/tc_ternary.cuh"
 #include "backends/cuda/tc_wgmma.cuh"
+
+#ifndef LK_TC_WGMMA_RA_AUTO
+/* 1: sm_90 ternary takes tc_wgmma.cu's weights-as-A kernel ("wgmma-ra")
+ * unless a variant is forced */
+#define LK_TC_WGMMA_RA_AUTO 0
+#endif
 
 #ifndef LK_TC_WGMMA_INT_AUTO
 #define LK_TC_WGMMA_INT_AUTO 1 /* sm_90 takes int8 wgmma unless a variant is forced */
@@ -292,6 +300,12 @@ bool lk_cuda_tc_qgemm(lk_cuda_queue *queue, const lk_qgemm_args *a, bool t2)
      * unless an mma.sync variant is forced */
     const bool want_wgmma = force && *force ? strncmp(force, "wgmma", 5) == 0
                                             : LK_TC_WGMMA_INT_AUTO;
+    if (want_wgmma && t2 &&
+        (force && *force ? strncmp(force, "wgmma-ra", 8) == 0 : LK_TC_WGMMA_RA_AUTO)) {
+        const int bx = !force ? 0 : strstr(force, "x128") ? 128 : strstr(force, "x256") ? 256 : 0;
+        if (lk_cuda_tc_wgmma_ternary_ra(queue, a, bx))
+            return true;
+    }
     if (want_wgmma) {
         const int bn = !force             ? 0
                        : strstr(force, "n128") ? 128

@@ -353,6 +353,36 @@ template <> struct wq_mma<256> {
     }
 };
 
+/* The same int8 step with A (the weights) from registers: per warp 16
+ * rows, thread (g = lane / 4, t = lane % 4) holds rows g and g + 8, k 4t ..
+ * 4t + 3 and 16 + 4t .. 16 + 4t + 3, as {a0 row g, a1 row g + 8, a2 row g
+ * k + 16, a3 row g + 8 k + 16} (mma.m16n8k32's A fragment). */
+template <int N> struct wr_mma;
+
+template <> struct wr_mma<128> {
+    template <int J>
+    static __device__ __forceinline__ void run(int (&d)[64], const uint32_t (&f)[16], uint64_t db)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 "
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p;\n}\n"
+                     : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
+                     : "r"(f[4 * J]), "r"(f[4 * J + 1]), "r"(f[4 * J + 2]), "r"(f[4 * J + 3]), "l"(db), "r"(1));
+    }
+};
+
+template <> struct wr_mma<256> {
+    template <int J>
+    static __device__ __forceinline__ void run(int (&d)[128], const uint32_t (&f)[16], uint64_t db)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8 "
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, {%128, %129, %130, %131}, %132, p;\n}\n"
+                     : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]), "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]), "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]), "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]), "+r"(d[85]), "+r"(d[86]), "+r"(d[87]), "+r"(d[88]), "+r"(d[89]), "+r"(d[90]), "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95]), "+r"(d[96]), "+r"(d[97]), "+r"(d[98]), "+r"(d[99]), "+r"(d[100]), "+r"(d[101]), "+r"(d[102]), "+r"(d[103]), "+r"(d[104]), "+r"(d[105]), "+r"(d[106]), "+r"(d[107]), "+r"(d[108]), "+r"(d[109]), "+r"(d[110]), "+r"(d[111]), "+r"(d[112]), "+r"(d[113]), "+r"(d[114]), "+r"(d[115]), "+r"(d[116]), "+r"(d[117]), "+r"(d[118]), "+r"(d[119]), "+r"(d[120]), "+r"(d[121]), "+r"(d[122]), "+r"(d[123]), "+r"(d[124]), "+r"(d[125]), "+r"(d[126]), "+r"(d[127])
+                     : "r"(f[4 * J]), "r"(f[4 * J + 1]), "r"(f[4 * J + 2]), "r"(f[4 * J + 3]), "l"(db), "r"(1));
+    }
+};
+
 template <int R> __device__ __forceinline__ void wg_fence_regs(int (&d)[R])
 {
 #pragma unroll
@@ -696,6 +726,205 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 #endif
 }
 
+/* lk_ternary_gemm on int8 wgmma with the weights as A, decoded in
+ * registers ("wgmma-ra"): the product is computed transposed, y^T = W x^T,
+ * so that the LK_T2 codes, 32 bytes per row and 128-k slice, go straight
+ * from shared memory into the consumers' A fragments (no decoded copy in
+ * shared memory, no decoder warps; exact int32 sums in any order, so
+ * section 9's bits).  A tile: 128 weight rows (two consumer warpgroups of
+ * 64) x BX rows of x (the wgmma N side, BX = 128 or 256).  Warpgroup 0's
+ * thread 0 streams per slice the x tile (TMA, 128-byte swizzle, zero past
+ * M and K: codes past K meet x = 0) and the plain code tile into a
+ * STAGES-deep ring (barriers: loaded, empty).  A consumer thread of warp w
+ * needs rows 16 w + g and + 8 (g = lane / 4) and of each 16-k word of a
+ * row the byte t = lane % 4 (k 4t .. 4t + 3 and 16 + 4t ..): two 16-byte
+ * loads per row (a quad loads the same row: a broadcast), byte t of four
+ * words gathered with three byte permutes, four codes expanded to four
+ * int8 (lk_t2_expand), 16 A registers per slice.  A warpgroup waits for
+ * its slice's MMAs before decoding the next (ptxas serializes wgmmas whose
+ * input registers are written while any is in flight); the two consumer
+ * warpgroups overlap each other's decode and MMAs. */
+template <int BX> struct wr_cfg {
+    static constexpr int STAGES = BX == 256 ? 6 : 8;
+    static constexpr int X_BYTES = BX * WQ_BK;
+    static constexpr int P_BYTES = WG_BM * (WQ_BK / 4);
+    static constexpr int STAGE_BYTES = X_BYTES + P_BYTES; /* a multiple of 1024 */
+    static constexpr size_t SMEM = (size_t)STAGES * STAGE_BYTES + 1024;
+};
+
+#if LK_WG_BODY
+/* A fragments of one 128-k slice for rows at p (row g) and p + 8 * 32 (row
+ * g + 8): f[4 j + r] is step j's register r. */
+__device__ __forceinline__ void wr_decode(const unsigned char *p, int t, uint32_t (&f)[16])
+{
+    const uint32_t sel = (uint32_t)t | (uint32_t)(t + 4) << 4;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const uint4 lo = *reinterpret_cast<const uint4 *>(p + r * 8 * 32);
+        const uint4 hi = *reinterpret_cast<const uint4 *>(p + r * 8 * 32 + 16);
+        /* byte j of gathered word h: byte t of word 4 h + j (k 16 (4 h + j) + 4 t) */
+        const uint32_t g0 = __byte_perm(__byte_perm(lo.x, lo.y, sel), __byte_perm(lo.z, lo.w, sel),
+                                        0x5410);
+        const uint32_t g1 = __byte_perm(__byte_perm(hi.x, hi.y, sel), __byte_perm(hi.z, hi.w, sel),
+                                        0x5410);
+        uint32_t o0[4], o1[4];
+        lk_t2_expand(g0, o0);
+        lk_t2_expand(g1, o1);
+        /* step j (k 32 j ..): k 32 j + 4t is word 2 j, k 32 j + 16 + 4t word 2 j + 1 */
+        f[0 + r] = o0[0];
+        f[2 + r] = o0[1];
+        f[4 + r] = o0[2];
+        f[6 + r] = o0[3];
+        f[8 + r] = o1[0];
+        f[10 + r] = o1[1];
+        f[12 + r] = o1[2];
+        f[14 + r] = o1[3];
+    }
+}
+
+template <int R> __device__ __forceinline__ void wr_fence_regs(uint32_t (&d)[R])
+{
+#pragma unroll
+    for (int i = 0; i < R; i++)
+        asm volatile("" : "+r"(d[i])::"memory");
+}
+#endif
+
+template <int BX>
+__global__ void __launch_bounds__(WG_THREADS, 1)
+    wr_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap,
+              wq_kargs g)
+{
+#if LK_WG_BODY
+    typedef wr_cfg<BX> C;
+    constexpr int ACC = BX / 2; /* int32 accumulators per thread: 64 x BX over 128 threads */
+    __shared__ __align__(8) uint64_t bars[2 * C::STAGES]; /* loaded[s], empty[s] */
+    extern __shared__ __align__(128) unsigned char wr_smem_raw[];
+    const uint32_t base = lk_smem_addr(wr_smem_raw);
+    const uint32_t ring = (base + 1023u) & ~1023u;
+    const unsigned char *const gring = wr_smem_raw + (ring - base);
+    const uint32_t loaded0 = lk_smem_addr(&bars[0]);
+    const uint32_t empty0 = lk_smem_addr(&bars[C::STAGES]);
+
+    const int tid = threadIdx.x, wg = tid / 128;
+    if (tid == 0) {
+        for (int s = 0; s < C::STAGES; s++) {
+            mbar_init(loaded0 + 8 * s, 1);
+            mbar_init(empty0 + 8 * s, WG_CONSUMERS * 4); /* one arrival per consumer warp */
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    /* tiles_m: 128-row tiles of W (q.n), tiles_n: BX-row tiles of x (q.m) */
+    const int64_t tiles = g.tiles_m * g.tiles_n, ktiles = g.ktiles;
+
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid == 0) {
+            uint32_t s = 0, ph = 0;
+            bool used = false;
+            for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+                int64_t w0, x0;
+                wg_tile(tile, g.tiles_m, g.tiles_n, BX, w0, x0);
+                for (int64_t kt = 0; kt < ktiles; kt++) {
+                    if (used)
+                        mbar_wait(empty0 + 8 * s, ph ^ 1u);
+                    const uint32_t x_dst = ring + s * C::STAGE_BYTES;
+                    const uint32_t p_dst = x_dst + C::X_BYTES;
+                    mbar_expect_tx(loaded0 + 8 * s, C::STAGE_BYTES);
+                    tma_load_2d(x_dst, &xmap, (int)(kt * WQ_BK), (int)x0, loaded0 + 8 * s);
+                    tma_load_2d(p_dst, &wmap, (int)(kt * (WQ_BK / 4)), (int)w0,
+                                loaded0 + 8 * s);
+                    if (++s == C::STAGES) {
+                        s = 0;
+                        ph ^= 1u;
+                        used = true;
+                    }
+                }
+            }
+        }
+        return;
+    }
+
+    /* consumers: warpgroup c owns weight rows w0 + 64 c .. w0 + 64 c + 63 */
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int c = wg - 1, lane = tid & 31, warp = (tid / 32) & 3, t = lane & 3;
+    const int prow = c * 64 + warp * 16 + (lane >> 2); /* this thread's row g in the code tile */
+    uint32_t s = 0, ph = 0;
+    uint32_t fa[16], fb[16]; /* A fragments (two: room to overlap later) */
+    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int64_t w0, x0;
+        wg_tile(tile, g.tiles_m, g.tiles_n, BX, w0, x0);
+        int acc[ACC];
+#pragma unroll
+        for (int i = 0; i < ACC; i++)
+            acc[i] = 0;
+        auto slice = [&](uint32_t (&f)[16]) {
+            mbar_wait(loaded0 + 8 * s, ph);
+            const unsigned char *const st = gring + s * C::STAGE_BYTES;
+            wr_fence_regs(f);
+            wr_decode(st + C::X_BYTES + prow * 32, t, f);
+            const uint32_t x_src = ring + s * C::STAGE_BYTES;
+            wg_fence_regs(acc);
+            wr_fence_regs(f);
+            wg_fence();
+            wr_mma<BX>::template run<0>(acc, f, wg_desc(x_src));
+            wr_mma<BX>::template run<1>(acc, f, wg_desc(x_src + 32));
+            wr_mma<BX>::template run<2>(acc, f, wg_desc(x_src + 64));
+            wr_mma<BX>::template run<3>(acc, f, wg_desc(x_src + 96));
+            wg_commit();
+            /* all done before the next decode: registers that a wgmma in
+             * flight reads may not be written (ptxas would serialize the
+             * wgmmas); the other consumer warpgroup overlaps this one */
+            wg_wait<0>();
+            wg_fence_regs(acc);
+            wr_fence_regs(f);
+            if (lane == 0)
+                mbar_arrive(empty0 + 8 * s);
+            if (++s == C::STAGES) {
+                s = 0;
+                ph ^= 1u;
+            }
+        };
+        for (int64_t kt = 0; kt < ktiles; kt += 2) {
+            slice(fa);
+            if (kt + 1 < ktiles)
+                slice(fb);
+        }
+
+        /* accumulator i: weight row (y column) prow (+ 8 for i % 4 >= 2),
+         * x row (y row) x0 + 8 (i / 4) + 2t + i % 2; lk_qgemm_store's
+         * epilogue */
+        const float *const xsp = (const float *)g.q.x_scale.data;
+        const float *const wsp = (const float *)g.q.w_scale.data;
+        float ws[2] = {1.0f, 1.0f};
+        if (xsp)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int64_t n = w0 + prow + 8 * r;
+                if (n < g.q.n)
+                    ws[r] = wsp[g.q.w_scale.cols == 1 ? 0 : n];
+            }
+#pragma unroll
+        for (int i = 0; i < ACC; i++) {
+            const int64_t n = w0 + prow + ((i >> 1) & 1) * 8;
+            const int64_t m = x0 + (i >> 2) * 8 + 2 * t + (i & 1);
+            if (m < g.q.m && n < g.q.n) {
+                const int64_t yi = m * g.q.y.ld + n;
+                if (!xsp) {
+                    ((int32_t *)g.q.y.data)[yi] = acc[i];
+                } else {
+                    const float xs = xsp[m * g.q.x_scale.ld];
+                    const float v =
+                        __fmul_rn(__fdiv_rn(__int2float_rn(acc[i]), xs), ws[(i >> 1) & 1]);
+                    lk_store_any(g.q.y.data, g.q.y.dtype, yi, v);
+                }
+            }
+        }
+    }
+#endif
+}
+
 /* cuTensorMapEncodeTiled from the driver, found once. */
 typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
                               const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
@@ -856,6 +1085,51 @@ bool wq_launch(const lk_cuda_device *dev, const lk_qgemm_args *q, cudaStream_t s
     return true;
 }
 
+
+template <int BX> bool wr_launch(const lk_cuda_device *dev, const lk_qgemm_args *q, cudaStream_t st)
+{
+    typedef wr_cfg<BX> C;
+    auto kern = wr_kernel<BX>;
+    /* as wg_launch: the image has the wgmma body and the device the room */
+    static unsigned long long probed, usable;
+    const unsigned long long bit =
+        dev->ordinal >= 0 && dev->ordinal < 64 ? 1ull << dev->ordinal : 0;
+    if (!bit || !(__atomic_load_n(&probed, __ATOMIC_ACQUIRE) & bit)) {
+        cudaFuncAttributes fa;
+        bool good = cudaFuncGetAttributes(&fa, kern) == cudaSuccess &&
+                    fa.sharedSizeBytes >= 2 * C::STAGES * sizeof(uint64_t) &&
+                    C::SMEM + fa.sharedSizeBytes <= dev->smem_optin &&
+                    lk_smem_optin<wr_kernel<BX> >(dev->ordinal, C::SMEM) == cudaSuccess;
+        (void)cudaGetLastError();
+        if (bit) {
+            if (good)
+                __atomic_fetch_or(&usable, bit, __ATOMIC_RELEASE);
+            __atomic_fetch_or(&probed, bit, __ATOMIC_RELEASE);
+        } else if (!good) {
+            return false;
+        }
+    }
+    if (bit && !(__atomic_load_n(&usable, __ATOMIC_ACQUIRE) & bit))
+        return false;
+    encode_fn enc = get_encode();
+    if (!enc)
+        return false;
+    CUtensorMap xm, wm;
+    if (!make_map_u8(enc, &xm, q->x.data, q->m, q->k, q->x.ld, WQ_BK, BX, true) ||
+        !make_map_u8(enc, &wm, q->w.data, q->n, (q->k + 3) / 4, q->w.ld / 4, WQ_BK / 4, WG_BM,
+                     false))
+        return false;
+    wq_kargs g;
+    g.q = *q;
+    g.tiles_m = (q->n + WG_BM - 1) / WG_BM; /* weight rows */
+    g.tiles_n = (q->m + BX - 1) / BX;       /* x rows */
+    g.ktiles = (q->k + WQ_BK - 1) / WQ_BK;
+    const int64_t tiles = g.tiles_m * g.tiles_n, sms = dev->sm_count > 0 ? dev->sm_count : 1;
+    const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
+    wr_kernel<BX><<<grid, WG_THREADS, C::SMEM, st>>>(xm, wm, g);
+    return true;
+}
+
 } // namespace
 
 bool lk_cuda_tc_wgmma(lk_cuda_queue *q, const lk_gemm_args *a, int bn)
@@ -918,4 +1192,28 @@ bool lk_cuda_tc_wgmma_qgemm(lk_cuda_queue *queue, const lk_qgemm_args *a, bool t
     if (t2)
         return bn == 256 ? wq_launch<true, 256>(dev, a, st) : wq_launch<true, 128>(dev, a, st);
     return bn == 256 ? wq_launch<false, 256>(dev, a, st) : wq_launch<false, 128>(dev, a, st);
+}
+
+bool lk_cuda_tc_wgmma_ternary_ra(lk_cuda_queue *queue, const lk_qgemm_args *a, int bx)
+{
+    const lk_cuda_device *dev = queue->dev;
+    if (dev->cc_major != 9 || dev->cc_minor != 0 || a->m < 1 || a->n < 1 || a->k < 1)
+        return false;
+    /* TMA: 16-byte aligned bases and row strides; coordinates in int32 */
+    if (((uintptr_t)a->x.data & 15) || ((uintptr_t)a->w.data & 15) || a->x.ld % 16 ||
+        a->w.ld % 64)
+        return false;
+    if (a->m > 2147483647 - 256 || a->n > 2147483647 - WG_BM || a->k > 2147483647 - WQ_BK)
+        return false;
+    if (bx == 0) {
+        /* the x-side width with the least work on the busiest SM (waves x
+         * tile area); a tie goes to the wide tile (fewer code decodes per
+         * MMA) */
+        const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1, tw = (a->n + WG_BM - 1) / WG_BM;
+        const int64_t w128 = (tw * ((a->m + 127) / 128) + sms - 1) / sms;
+        const int64_t w256 = (tw * ((a->m + 255) / 256) + sms - 1) / sms;
+        bx = w256 * 256 <= w128 * 128 ? 256 : 128;
+    }
+    return bx == 256 ? wr_launch<256>(dev, a, queue->stream)
+                     : wr_launch<128>(dev, a, queue->stream);
 }

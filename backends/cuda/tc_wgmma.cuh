@@ -21,4 +21,11 @@ bool lk_cuda_tc_wgmma(lk_cuda_queue *q, const lk_gemm_args *a, int bn);
  * refuses.  The caller then runs tc_ternary.cu's mma.sync kernels. */
 bool lk_cuda_tc_wgmma_qgemm(lk_cuda_queue *q, const lk_qgemm_args *a, bool t2, int bn);
 
+/* Enqueue lk_ternary_gemm on int8 wgmma with the weights as the register
+ * operand A (decoded in the consumers' registers, y^T = W x^T) with
+ * 128 weight rows x bx rows of x per tile (bx 256 or 128, 0: chosen from
+ * the shape) and return true; false, having enqueued nothing, where it
+ * does not apply (as lk_cuda_tc_wgmma_qgemm). */
+bool lk_cuda_tc_wgmma_ternary_ra(lk_cuda_queue *q, const lk_qgemm_args *a, int bx);
+
 #endif
