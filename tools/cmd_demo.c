@@ -377,6 +377,23 @@ int lk_cmd_demo(int argc, char **argv)
         printf("\n");
     }
 
+    /* A decode step of one sequence reads every weight once: the ternary
+     * projections at 2 bits and the bf16 head.  Bytes per step times steps
+     * per second is the rate the weights stream at, the figure to set
+     * beside the machine's read bandwidth (issue 7's targets). */
+    {
+        const double qd = (double)(c->n_head * c->head_dim), kvd = (double)(c->n_kv * c->head_dim);
+        const double d = (double)c->dim, f = (double)c->ffn;
+        const double tern = (double)c->n_layer * (qd * d + 2 * kvd * d + d * qd + 3 * f * d) / 4;
+        const double head = (double)c->vocab * d * 2;
+        printf("\nweights read per decode step: %.1f MB (ternary projections %.1f MB at 2 bits, "
+               "bf16 head %.1f MB)\n", (tern + head) / 1e6, tern / 1e6, head / 1e6);
+        for (int di = 0; di < ndev; di++)
+            if (res[di].ran && batches[0] == 1 && res[di].decode_tps[0] > 0)
+                printf("  %-24s decode b1 streams them at %.1f GB/s\n", res[di].name,
+                       (tern + head) * res[di].decode_tps[0] / 1e9);
+    }
+
     /* The hashes: batch 1 (or the first batch size) sequence 0 per step. */
     int ref = -1;
     for (int di = 0; di < ndev && ref < 0; di++)
