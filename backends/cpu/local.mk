@@ -21,7 +21,7 @@ EXTRA_DIST += \
 	backends/cpu/kernels/softmax.c backends/cpu/kernels/unary.c \
 	backends/cpu/kernels/norm.c backends/cpu/kernels/binary.c \
 	backends/cpu/kernels/quant.c backends/cpu/kernels/ternary.c \
-	backends/cpu/kernels/int8_gemm.c
+	backends/cpu/kernels/int8_gemm.c backends/cpu/kernels/attention.c
 
 noinst_LTLIBRARIES += backends/cpu/libcpu.la
 backends_cpu_libcpu_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(HWLOC_CFLAGS)
@@ -37,14 +37,14 @@ lk_cpu_avx2_files = \
 	backends/cpu/avx2/softmax.c backends/cpu/avx2/unary.c \
 	backends/cpu/avx2/norm.c backends/cpu/avx2/binary.c \
 	backends/cpu/avx2/quant.c backends/cpu/avx2/ternary.c \
-	backends/cpu/avx2/int8_gemm.c
+	backends/cpu/avx2/int8_gemm.c backends/cpu/avx2/attention.c
 lk_cpu_avx_vnni_files = backends/cpu/avx_vnni/ternary.c backends/cpu/avx_vnni/int8_gemm.c
 lk_cpu_avx512_files = \
 	backends/cpu/avx512/gemm.c backends/cpu/avx512/reduce.c \
 	backends/cpu/avx512/softmax.c backends/cpu/avx512/unary.c \
 	backends/cpu/avx512/norm.c backends/cpu/avx512/binary.c \
 	backends/cpu/avx512/quant.c backends/cpu/avx512/ternary.c \
-	backends/cpu/avx512/int8_gemm.c
+	backends/cpu/avx512/int8_gemm.c backends/cpu/avx512/attention.c
 
 if LK_ISA_AVX2
 noinst_LTLIBRARIES += backends/cpu/libcpu_avx2.la
@@ -96,7 +96,7 @@ lk_cpu_neon_files = \
 	backends/cpu/neon/softmax.c backends/cpu/neon/unary.c \
 	backends/cpu/neon/norm.c backends/cpu/neon/binary.c \
 	backends/cpu/neon/quant.c backends/cpu/neon/ternary.c \
-	backends/cpu/neon/int8_gemm.c
+	backends/cpu/neon/int8_gemm.c backends/cpu/neon/attention.c
 lk_cpu_neon_dotprod_files = \
 	backends/cpu/neon_dotprod/ternary.c backends/cpu/neon_dotprod/int8_gemm.c
 if LK_ISA_NEON

@@ -255,7 +255,7 @@ static void attention_items(void *p, int64_t i0, int64_t i1, int tid)
     }
 }
 
-static lk_status ref_attention(void *q, const lk_attention_args *a)
+lk_status lk_cpu_ref_attention(void *q, const lk_attention_args *a)
 {
     attn_ctx c;
     memset(&c, 0, sizeof c);
@@ -286,6 +286,6 @@ void lk_cpu_ref_kernels(lk_kernels *k)
     k->int8_gemm = ref_int8_gemm;
     k->gemm_tc = ref_gemm_tc;
     k->rope = ref_rope;
-    k->attention = ref_attention;
+    k->attention = lk_cpu_ref_attention;
     k->embedding = ref_embedding;
 }

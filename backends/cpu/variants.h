@@ -19,4 +19,7 @@ void lk_cpu_variant_kernels(lk_cpu_isa isa, int emulated, lk_kernels *k);
 /* The threaded reference (ref_kernels.c). */
 void lk_cpu_ref_kernels(lk_kernels *k);
 
+/* The threaded reference attention: the vector kernels' fallback. */
+lk_status lk_cpu_ref_attention(void *q, const lk_attention_args *a);
+
 #endif

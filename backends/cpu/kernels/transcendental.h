@@ -56,6 +56,48 @@ LK_INLINE vf v_expf(vf x)
     return vf_select(vf_isnan(x), x, y);
 }
 
+/* exp(t) (numerics.md 7.1) for t <= 0 in every lane, none NaN (softmax's
+ * and attention's):
+ * t_i = x_i - mx when mx is finite (x_i <= mx, and a subtraction rounds a
+ * non-positive difference to a non-positive float).
+ *
+ * Why the short path gives the full sequence's bits.  With tt =
+ * fma(t, LOG2E, SHIFT) and kf = tt - SHIFT = k, suppose k >= -125 in
+ * every lane.  Then t * LOG2E >= -125.5, so t > -87 > LO, and t <= 0 < HI:
+ * both clamps return t, so xc = t and tt, kf, k, rh, d, r, q, u, a, ae, p
+ * below are the full sequence's values, operation for operation.  p lies
+ * in [0.70, 1.42] (numerics.md 7.1), i.e. its biased exponent is 126 or
+ * 127, and -125 <= k <= 0.  The full sequence returns (p * 2^k1) * 2^k2,
+ * k1 + k2 = k, k1 = floor(k / 2) >= -63: p * 2^k1 is exact (normal), and
+ * p * 2^k has a biased exponent in [1, 127], so it is a normal float and
+ * the second product is exact too: the result is p * 2^k, whose bits are
+ * bits(p) + (k << 23) (the exponent field moves by k and stays in
+ * [1, 254]).  Finally k = bits(tt) - 0x4b400000 and 0x4b400000 << 23 is 0
+ * modulo 2^32 (its lowest set bit is bit 22), so k << 23 = bits(tt) << 23:
+ * two integer operations instead of the clamps, the two scale factors,
+ * two multiplications and the NaN select.  A vector with any lane below
+ * k = -125 (where p * 2^k may be subnormal and round) takes the full
+ * sequence, v_expf, whose bits are the contract's by construction. */
+LK_INLINE vf sm_exp(vf t)
+{
+    const vf tt = vf_fma(t, C(LK_LOG2E), C(LK_EXP_SHIFT));
+    const vf kf = vf_sub(tt, C(LK_EXP_SHIFT));
+    if (__builtin_expect(vm_any(vf_lt(kf, C(-125.0f))), 0))
+        return v_expf(t);
+    const vf rh = vf_fma(kf, C(-LK_LN2_HI), t);
+    const vf d = vf_mul(kf, C(-LK_LN2_LO));
+    const vf r = vf_add(rh, d);
+    vf q = vf_fma(C(LK_EXP_Q4), r, C(LK_EXP_Q3));
+    q = vf_fma(q, r, C(LK_EXP_Q2));
+    q = vf_fma(q, r, C(LK_EXP_Q1));
+    q = vf_fma(q, r, C(LK_EXP_Q0));
+    const vf u = vf_fma(vf_mul(r, r), q, d);
+    const vf a = vf_add(C(1.0f), rh);
+    const vf ae = vf_add(vf_sub(C(1.0f), a), rh);
+    const vf p = vf_add(a, vf_add(ae, u));
+    return vi_as_vf(vi_add(vf_as_vi(p), vi_slli(vf_as_vi(tt), 23)));
+}
+
 LK_INLINE vf v_logf(vf x)
 {
     vi ux = vf_as_vi(x);
