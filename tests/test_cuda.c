@@ -360,6 +360,8 @@ static void test_rows(void)
         rows_check(which, LK_BF16, LK_BF16, LK_F32, 2, 32768 - 77, 5, 1, 1);
         rows_check(which, LK_F32, LK_F16, LK_F32, 2, 32769, 0, 1, 0);
         rows_check(which, LK_F32, LK_F32, LK_F32, 300, 2560, 0, 1, 1);
+        /* one chunk, two threads a lane: the second ones hold nothing */
+        rows_check(which, LK_F32, LK_F32, LK_F32, 6, 1100, 0, 1, 1);
     }
 }
 

@@ -70,8 +70,9 @@ __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
 /* Rows of up to LK_RR_MAX elements: the row in registers (rows_reg.cuh).
  * LayerNorm first centres the row (d_i = x_i - m); from there both norms
  * are the same steps: ss, r, y_i = (d_i * r) * w_i, then LayerNorm's bias. */
-template <lk_dtype DX, lk_dtype DY, bool LAYER, int J>
-__global__ void __launch_bounds__(64 * LK_RR_MAX_CHUNKS) norm_reg_kernel(lk_norm_args a)
+template <lk_dtype DX, lk_dtype DY, bool LAYER, int J, int H>
+__global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H, H == 1 ? 1 : 1024 / (64 * H))
+    norm_reg_kernel(lk_norm_args a)
 {
     typedef typename lk_elem<DX>::T TX;
     typedef typename lk_elem<DY>::T TY;
@@ -80,31 +81,31 @@ __global__ void __launch_bounds__(64 * LK_RR_MAX_CHUNKS) norm_reg_kernel(lk_norm
     const float nf = __ll2float_rn(n);
     for (int64_t r = blockIdx.x; r < a.x.rows; r += gridDim.x) {
         float v[J];
-        lk_rr_load<DX, J>(v, (const TX *)a.x.data + r * a.x.ld, n);
+        lk_rr_load<DX, J, H>(v, (const TX *)a.x.data + r * a.x.ld, n);
         if (LAYER) {
-            const float m = __fdiv_rn(lk_rr_sum<false, J>(v, n, sh, lk_identity()), nf);
+            const float m = __fdiv_rn(lk_rr_sum<false, J, H>(v, n, sh, lk_identity()), nf);
 #pragma unroll
             for (int j = 0; j < J; j++)
                 v[j] = __fsub_rn(v[j], m);
         }
-        const float ss = lk_rr_sum<true, J>(v, n, sh, lk_identity());
+        const float ss = lk_rr_sum<true, J, H>(v, n, sh, lk_identity());
         const float rs = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, nf), a.eps)));
 #pragma unroll
         for (int j = 0; j < J; j++)
             v[j] = __fmul_rn(v[j], rs);
         if (a.weight.data)
-            lk_rr_apply<J>(v, a.weight.data, a.weight.dtype, n, lk_rr_mul());
+            lk_rr_apply<J, H>(v, a.weight.data, a.weight.dtype, n, lk_rr_mul());
         if (LAYER && a.bias.data)
-            lk_rr_apply<J>(v, a.bias.data, a.bias.dtype, n, lk_rr_add());
-        lk_rr_store<DY, J>(v, (TY *)a.y.data + r * a.y.ld, n, [](int64_t, float t) { return t; });
+            lk_rr_apply<J, H>(v, a.bias.data, a.bias.dtype, n, lk_rr_add());
+        lk_rr_store<DY, J, H>(v, (TY *)a.y.data + r * a.y.ld, n, [](int64_t, float t) { return t; });
     }
 }
 
 template <bool LAYER> struct norm_op {
-    template <lk_dtype DX, lk_dtype DY, int J>
+    template <lk_dtype DX, lk_dtype DY, int J, int H>
     static void reg(dim3 grid, dim3 block, cudaStream_t st, const lk_norm_args &a)
     {
-        norm_reg_kernel<DX, DY, LAYER, J><<<grid, block, 0, st>>>(a);
+        norm_reg_kernel<DX, DY, LAYER, J, H><<<grid, block, 0, st>>>(a);
     }
     template <lk_dtype DX, lk_dtype DY, bool VEC>
     static void cached(const lk_rows_cfg &c, cudaStream_t st, const lk_norm_args &a)

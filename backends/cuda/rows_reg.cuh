@@ -22,48 +22,56 @@
 /* shared floats a kernel passes to the helpers below */
 #define LK_RR_SMEM (LK_RR_MAX_CHUNKS * 64 + 2 * LK_RR_MAX_CHUNKS + 32)
 
-/* J terms per lane: 16 covers rows of up to 1024 elements, 64 a chunk. */
+/* J terms per lane: 16 covers rows of up to 1024 elements, 64 a chunk
+ * (lk_rr_row_op gives rows of one chunk past 1024 two threads per lane of
+ * J = 32 terms each). */
 static inline int lk_rr_j(int64_t n) { return n <= 16 * LK_LANES ? 16 : 64; }
 static inline unsigned lk_rr_threads(int64_t n)
 {
     return (unsigned)(64 * ((n + LK_CHUNK - 1) / LK_CHUNK));
 }
 
-/* Element index of term j of this thread's lane (row-relative). */
-template <int J> static __device__ __forceinline__ int64_t lk_rr_index(int j)
+/* Element index of term j of this thread's lane (row-relative).  H = 1:
+ * thread 64 c + l is lane l of chunk c with all its terms.  H > 1 (rows of
+ * one chunk, n <= 4096): H threads share a lane, thread 64 h + l holding
+ * its terms J h .. J h + J - 1, and lk_rr_sum passes the lane's running sum
+ * from h to h + 1, so the chain is still the contract's one.  Fewer
+ * registers per thread let more warps run per SM. */
+template <int J, int H = 1> static __device__ __forceinline__ int64_t lk_rr_index(int j)
 {
-    return (int64_t)(threadIdx.x >> 6) * LK_CHUNK + (threadIdx.x & 63) + 64 * j;
+    return H == 1 ? (int64_t)(threadIdx.x >> 6) * LK_CHUNK + (threadIdx.x & 63) + 64 * j
+                  : (int64_t)((threadIdx.x >> 6) * (64 * J) + (threadIdx.x & 63) + 64 * j);
 }
 
 /* True when every term of this thread is inside the row. */
-template <int J> static __device__ __forceinline__ bool lk_rr_full(int64_t n)
+template <int J, int H = 1> static __device__ __forceinline__ bool lk_rr_full(int64_t n)
 {
-    return lk_rr_index<J>(J - 1) < n;
+    return lk_rr_index<J, H>(J - 1) < n;
 }
 
-template <lk_dtype DX, int J>
+template <lk_dtype DX, int J, int H = 1>
 static __device__ __forceinline__ void lk_rr_load(float (&v)[J], const typename lk_elem<DX>::T *xr,
                                                   int64_t n)
 {
-    if (lk_rr_full<J>(n)) {
+    if (lk_rr_full<J, H>(n)) {
 #pragma unroll
         for (int j = 0; j < J; j++)
-            v[j] = lk_elem<DX>::load(xr, lk_rr_index<J>(j));
+            v[j] = lk_elem<DX>::load(xr, lk_rr_index<J, H>(j));
     } else {
 #pragma unroll
         for (int j = 0; j < J; j++)
-            v[j] = lk_rr_index<J>(j) < n ? lk_elem<DX>::load(xr, lk_rr_index<J>(j)) : 0.0f;
+            v[j] = lk_rr_index<J, H>(j) < n ? lk_elem<DX>::load(xr, lk_rr_index<J, H>(j)) : 0.0f;
     }
 }
 
 /* y_i = f(i, v_j) for the thread's terms inside the row. */
-template <lk_dtype DY, int J, class F>
+template <lk_dtype DY, int J, int H = 1, class F>
 static __device__ __forceinline__ void lk_rr_store(const float (&v)[J], typename lk_elem<DY>::T *yr,
                                                    int64_t n, F f)
 {
 #pragma unroll
     for (int j = 0; j < J; j++) {
-        const int64_t i = lk_rr_index<J>(j);
+        const int64_t i = lk_rr_index<J, H>(j);
         if (i < n)
             lk_elem<DY>::store(yr, i, f(i, v[j]));
     }
@@ -73,28 +81,28 @@ static __device__ __forceinline__ void lk_rr_store(const float (&v)[J], typename
  * bias), for the thread's terms inside the row.  The dtype switch sits
  * outside the loop and no store comes between the loads, so all of a
  * thread's loads are in flight at once. */
-template <lk_dtype D, int J, class Op>
+template <lk_dtype D, int J, int H, class Op>
 static __device__ __forceinline__ void lk_rr_apply_t(float (&v)[J], const void *u, int64_t n, Op op)
 {
     const typename lk_elem<D>::T *p = (const typename lk_elem<D>::T *)u;
 #pragma unroll
     for (int j = 0; j < J; j++) {
-        const int64_t i = lk_rr_index<J>(j);
+        const int64_t i = lk_rr_index<J, H>(j);
         if (i < n)
             v[j] = op(v[j], lk_elem<D>::load(p, i));
     }
 }
 
-template <int J, class Op>
+template <int J, int H = 1, class Op>
 static __device__ __forceinline__ void lk_rr_apply(float (&v)[J], const void *u, lk_dtype dt, int64_t n,
                                                    Op op)
 {
     if (dt == LK_BF16)
-        lk_rr_apply_t<LK_BF16, J>(v, u, n, op);
+        lk_rr_apply_t<LK_BF16, J, H>(v, u, n, op);
     else if (dt == LK_F16)
-        lk_rr_apply_t<LK_F16, J>(v, u, n, op);
+        lk_rr_apply_t<LK_F16, J, H>(v, u, n, op);
     else
-        lk_rr_apply_t<LK_F32, J>(v, u, n, op);
+        lk_rr_apply_t<LK_F32, J, H>(v, u, n, op);
 }
 
 struct lk_rr_mul {
@@ -104,11 +112,57 @@ struct lk_rr_add {
     __device__ __forceinline__ float operator()(float a, float b) const { return __fadd_rn(a, b); }
 };
 
+/* lk_rr_sum for H > 1 threads per lane (one chunk): thread 64 h + l
+ * continues the chain of lane l where thread 64 (h - 1) + l left it, in
+ * turn; then the first warp runs the butterfly. */
+template <bool SQ, int J, int H, class F>
+static __device__ __forceinline__ float lk_rr_sum_split(const float (&v)[J], int64_t n, float *sh,
+                                                        F f)
+{
+    const int h = threadIdx.x >> 6, l = threadIdx.x & 63;
+    const bool full = lk_rr_full<J, H>(n);
+    float acc = -0.0f;
+#pragma unroll
+    for (int k = 0; k < H; k++) {
+        if (h == k) {
+            if (k > 0)
+                acc = sh[l];
+            if (full) {
+#pragma unroll
+                for (int j = 0; j < J; j++)
+                    acc = lk_leaf<SQ>(acc, f(v[j]));
+            } else {
+#pragma unroll
+                for (int j = 0; j < J; j++)
+                    if (lk_rr_index<J, H>(j) < n)
+                        acc = lk_leaf<SQ>(acc, f(v[j]));
+            }
+            sh[l] = acc;
+        }
+        __syncthreads();
+    }
+    /* sh[l] is lane l's sum; butterfly, s = 32 first */
+    if (threadIdx.x < 32) {
+        float b = __fadd_rn(sh[l], sh[l + 32]);
+#pragma unroll
+        for (int d = 16; d >= 1; d >>= 1)
+            b = __fadd_rn(b, __shfl_down_sync(LK_FULL_MASK, b, d));
+        if (l == 0)
+            sh[64] = b;
+    }
+    __syncthreads();
+    const float r = sh[64];
+    __syncthreads(); /* sh is reused by the next call */
+    return r;
+}
+
 /* The lane sum (SQ: sum of squares) of f(v_j) over the row, to every
  * thread of the block.  sh: LK_RR_SMEM floats. */
-template <bool SQ, int J, class F>
+template <bool SQ, int J, int H = 1, class F>
 static __device__ __forceinline__ float lk_rr_sum(const float (&v)[J], int64_t n, float *sh, F f)
 {
+    if (H > 1)
+        return lk_rr_sum_split<SQ, J, H>(v, n, sh, f);
     const int c = threadIdx.x >> 6, l = threadIdx.x & 63;
     float acc = -0.0f;
     if (lk_rr_full<J>(n)) {
@@ -150,16 +204,26 @@ static __device__ __forceinline__ float lk_rr_sum(const float (&v)[J], int64_t n
     return L[0];
 }
 
-/* An order-free reduction of the thread's terms inside the row. */
-template <int J, class Op>
+/* An order-free reduction of the thread's terms inside the row; init is
+ * op's identity.  Four chains, not one, so that the ops overlap. */
+template <int J, int H = 1, class Op>
 static __device__ __forceinline__ float lk_rr_fold(const float (&v)[J], int64_t n, float *sh,
                                                    float init, Op op)
 {
-    float r = init;
+    float q[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        q[k] = init;
 #pragma unroll
     for (int j = 0; j < J; j++)
-        if (lk_rr_index<J>(j) < n)
-            r = op(r, v[j]);
+        if (lk_rr_index<J, H>(j) < n)
+            q[j & 3] = op(q[j & 3], v[j]);
+#pragma unroll
+    for (int s = 2; s >= 1; s >>= 1)
+#pragma unroll
+        for (int k = 0; k < s; k++)
+            q[k] = op(q[k], q[k + s]);
+    float r = q[0];
 #pragma unroll
     for (int d = 16; d >= 1; d >>= 1)
         r = op(r, __shfl_xor_sync(LK_FULL_MASK, r, d));
@@ -178,7 +242,7 @@ static __device__ __forceinline__ float lk_rr_fold(const float (&v)[J], int64_t 
 static inline unsigned lk_rr_grid(int64_t rows) { return lk_grid_cap(rows, (int64_t)1 << 20); }
 
 /* The launcher of a row op (norms, softmax) that has both kernels: rows
- * of up to LK_RR_MAX in registers (Op::reg<DX, DY, J>), longer ones one
+ * of up to LK_RR_MAX in registers (Op::reg<DX, DY, J, H>), longer ones one
  * group per row through rows.cuh (Op::cached<DX, DY, VEC>).  Args has the
  * x and y tensors. */
 template <class Op, class Args>
@@ -191,12 +255,17 @@ static inline lk_status lk_rr_row_op(void *queue, const Args *a, const char *wha
     if (n > LK_ROW_MAX)
         return op.fail(LK_ERR_UNSUPPORTED, "%s: rows of more than 2^36 elements", what);
     if (n <= LK_RR_MAX) {
-        const dim3 grid(lk_rr_grid(a->x.rows)), block(lk_rr_threads(n));
+        const dim3 grid(lk_rr_grid(a->x.rows));
+        /* rows of one chunk past 1024: two threads per lane (H = 2) */
+        const bool split = n > 16 * LK_LANES && n <= LK_CHUNK;
+        const dim3 block(split ? 2 * 64 : lk_rr_threads(n));
         LK_FLOAT_SWITCH(a->x.dtype, DX, LK_FLOAT_SWITCH(a->y.dtype, DY, {
-            if (lk_rr_j(n) == 16)
-                Op::template reg<DX, DY, 16>(grid, block, op.stream(), *a);
+            if (split)
+                Op::template reg<DX, DY, 32, 2>(grid, block, op.stream(), *a);
+            else if (lk_rr_j(n) == 16)
+                Op::template reg<DX, DY, 16, 1>(grid, block, op.stream(), *a);
             else
-                Op::template reg<DX, DY, 64>(grid, block, op.stream(), *a);
+                Op::template reg<DX, DY, 64, 1>(grid, block, op.stream(), *a);
         }));
         return op.launched();
     }

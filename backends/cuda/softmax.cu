@@ -113,8 +113,9 @@ __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
 }
 
 /* Rows of up to LK_RR_MAX elements: the row in registers (rows_reg.cuh). */
-template <lk_dtype DX, lk_dtype DY, bool LOG, int J>
-__global__ void __launch_bounds__(64 * LK_RR_MAX_CHUNKS) softmax_reg_kernel(lk_softmax_args a)
+template <lk_dtype DX, lk_dtype DY, bool LOG, int J, int H>
+__global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H, H == 1 ? 1 : LOG ? 6 : 8)
+    softmax_reg_kernel(lk_softmax_args a)
 {
     typedef typename lk_elem<DX>::T TX;
     typedef typename lk_elem<DY>::T TY;
@@ -122,12 +123,12 @@ __global__ void __launch_bounds__(64 * LK_RR_MAX_CHUNKS) softmax_reg_kernel(lk_s
     const int64_t n = a.x.cols;
     for (int64_t r = blockIdx.x; r < a.x.rows; r += gridDim.x) {
         float v[J];
-        lk_rr_load<DX, J>(v, (const TX *)a.x.data + r * a.x.ld, n);
+        lk_rr_load<DX, J, H>(v, (const TX *)a.x.data + r * a.x.ld, n);
         TY *yr = (TY *)a.y.data + r * a.y.ld;
         const float ninf = __uint_as_float(0xff800000u);
-        float mx = lk_rr_fold<J>(v, n, sh, ninf, sm_max_nan());
+        float mx = lk_rr_fold<J, H>(v, n, sh, ninf, sm_max_nan());
         if (mx == 0.0f) /* +0 or -0: the contract's maximum decides (block-uniform) */
-            mx = lk_rr_fold<J>(v, n, sh, ninf, lk_op_maximum());
+            mx = lk_rr_fold<J, H>(v, n, sh, ninf, lk_op_maximum());
         const bool fast = __fsub_rn(mx, mx) == 0.0f; /* mx finite: every t_i <= 0 */
 #pragma unroll
         for (int j = 0; j < J; j++)
@@ -142,22 +143,22 @@ __global__ void __launch_bounds__(64 * LK_RR_MAX_CHUNKS) softmax_reg_kernel(lk_s
                 for (int j = 0; j < J; j++)
                     v[j] = lk_cu_exp(v[j]);
             }
-            const float rs = __fdiv_rn(1.0f, lk_rr_sum<false, J>(v, n, sh, lk_identity()));
-            lk_rr_store<DY, J>(v, yr, n, [=](int64_t, float e) { return __fmul_rn(e, rs); });
+            const float rs = __fdiv_rn(1.0f, lk_rr_sum<false, J, H>(v, n, sh, lk_identity()));
+            lk_rr_store<DY, J, H>(v, yr, n, [=](int64_t, float e) { return __fmul_rn(e, rs); });
         } else {
-            const float s = fast ? lk_rr_sum<false, J>(v, n, sh, sm_exp_fn())
-                                 : lk_rr_sum<false, J>(v, n, sh, exp_fn());
+            const float s = fast ? lk_rr_sum<false, J, H>(v, n, sh, sm_exp_fn())
+                                 : lk_rr_sum<false, J, H>(v, n, sh, exp_fn());
             const float ls = lk_cu_log(s);
-            lk_rr_store<DY, J>(v, yr, n, [=](int64_t, float t) { return __fsub_rn(t, ls); });
+            lk_rr_store<DY, J, H>(v, yr, n, [=](int64_t, float t) { return __fsub_rn(t, ls); });
         }
     }
 }
 
 template <bool LOG> struct softmax_op {
-    template <lk_dtype DX, lk_dtype DY, int J>
+    template <lk_dtype DX, lk_dtype DY, int J, int H>
     static void reg(dim3 grid, dim3 block, cudaStream_t st, const lk_softmax_args &a)
     {
-        softmax_reg_kernel<DX, DY, LOG, J><<<grid, block, 0, st>>>(a);
+        softmax_reg_kernel<DX, DY, LOG, J, H><<<grid, block, 0, st>>>(a);
     }
     template <lk_dtype DX, lk_dtype DY, bool VEC>
     static void cached(const lk_rows_cfg &c, cudaStream_t st, const lk_softmax_args &a)
