@@ -38,8 +38,10 @@
 
 #ifndef LK_TC_WGMMA_RA_AUTO
 /* 1: sm_90 ternary takes tc_wgmma.cu's weights-as-A kernel ("wgmma-ra")
- * unless a variant is forced */
-#define LK_TC_WGMMA_RA_AUTO 0
+ * unless a variant is forced.  On the H200 (2026-11-21) it was as fast as
+ * or faster than the kernel that decodes the codes into shared memory on
+ * every BitNet shape at M = 512 and 2048 (up to 1.25x at 2048x2560x6912). */
+#define LK_TC_WGMMA_RA_AUTO 1
 #endif
 
 #ifndef LK_TC_WGMMA_INT_AUTO
