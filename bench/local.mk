@@ -7,6 +7,7 @@ bench_libbench_la_SOURCES = \
 	bench/bench_cases.c bench/bench_cases.h \
 	bench/peers.c bench/peers.h
 bench_libbench_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(OPENBLAS_CFLAGS)
+bench_libbench_la_CPPFLAGS = $(AM_CPPFLAGS)
 bench_libbench_la_LIBADD = $(OPENBLAS_LIBS) $(OPENMP_CFLAGS)
 tools_lockstep_LDADD += bench/libbench.la
 EXTRA_DIST += docs/bench.md
@@ -27,7 +28,7 @@ if LK_ISA_AVX2
 noinst_LTLIBRARIES += bench/libbench_t2peers.la
 bench_libbench_t2peers_la_SOURCES = $(lk_bench_t2_peer_files)
 bench_libbench_t2peers_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(ISA_AVX2_CFLAGS)
-bench_libbench_la_CPPFLAGS = $(AM_CPPFLAGS) -DLK_BENCH_TERNARY_PEERS
+bench_libbench_la_CPPFLAGS += -DLK_BENCH_TERNARY_PEERS
 bench_libbench_la_LIBADD += bench/libbench_t2peers.la
 else
 EXTRA_DIST += $(lk_bench_t2_peer_files)

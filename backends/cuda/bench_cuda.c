@@ -360,6 +360,28 @@ static void floor_row(double bytes)
            bytes / (copy_gbs / 2.0) / 1e3);
 }
 
+/* The cost of the smallest op, a 1-element add, timed as every case is:
+ * what a kernel costs in a replayed graph before it does any work, the
+ * floor of the decode-sized kernels (a ternary GEMV of 2560 x 2560 moves
+ * 1.6 MB, under 0.4 us of memory time). */
+static float *tiny_buf;
+static void run_tiny_add(void *p)
+{
+    (void)p;
+    lk_tensor a = lk_mat(tiny_buf, LK_F32, 1, 1), y = lk_mat(tiny_buf + 1, LK_F32, 1, 1);
+    CHECK_LK(lk_binary(q, LK_BINARY_ADD, &a, &a, &y));
+}
+
+static void bench_floor_op(void)
+{
+    if (!wanted("smallest op"))
+        return;
+    tiny_buf = dalloc(2 * sizeof(float));
+    dfill(tiny_buf, 2 * sizeof(float), LK_F32);
+    printf("%-34s %10.1f us   (a 1-element lk_binary add: the fixed cost of any op)\n",
+           "smallest op", time_us(run_tiny_add, NULL));
+}
+
 static void bench_gemv(int64_t n, int64_t k)
 {
     double bf16_peer = 0;
@@ -562,6 +584,7 @@ int main(int argc, char **argv)
         copy_gbs = 2.0 * bytes / c / 1e3;
         printf("%-34s %10.1f us %9.1f GB/s (read + write)\n", "D2D copy 256 MiB", c, copy_gbs);
     }
+    bench_floor_op();
     printf("\n");
 
     if (quick) {
