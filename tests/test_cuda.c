@@ -362,6 +362,11 @@ static void test_rows(void)
         rows_check(which, LK_F32, LK_F32, LK_F32, 300, 2560, 0, 1, 1);
         /* one chunk, two threads a lane: the second ones hold nothing */
         rows_check(which, LK_F32, LK_F32, LK_F32, 6, 1100, 0, 1, 1);
+        /* decode: one row of 2560, the weight loaded with the row */
+        rows_check(which, LK_BF16, LK_F32, LK_BF16, 1, 2560, 0, 1, 1);
+        /* 2 and 3 chunks (softmax: two threads a lane), a short last one */
+        rows_check(which, LK_F32, LK_F32, LK_F32, 40, 8192, 0, 1, 1);
+        rows_check(which, LK_F16, LK_F32, LK_F32, 3, 12000, 2, 1, 1);
     }
 }
 

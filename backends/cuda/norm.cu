@@ -69,9 +69,13 @@ __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
 
 /* Rows of up to LK_RR_MAX elements: the row in registers (rows_reg.cuh).
  * LayerNorm first centres the row (d_i = x_i - m); from there both norms
- * are the same steps: ss, r, y_i = (d_i * r) * w_i, then LayerNorm's bias. */
-template <lk_dtype DX, lk_dtype DY, bool LAYER, int J, int H>
-__global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H, H == 1 ? 1 : 1024 / (64 * H))
+ * are the same steps: ss, r, y_i = (d_i * r) * w_i, then LayerNorm's bias.
+ * PRE (a few rows, as in decode): the weight and bias are loaded with the
+ * row, before the reductions, so that their global round trip is not one
+ * more step after them; many rows hide it anyway and keep the registers. */
+template <lk_dtype DX, lk_dtype DY, bool LAYER, int J, int H, bool PRE = false>
+__global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H,
+                                  H == 1 ? 1 : PRE ? 2 : 1024 / (64 * H))
     norm_reg_kernel(lk_norm_args a)
 {
     typedef typename lk_elem<DX>::T TX;
@@ -79,6 +83,11 @@ __global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H, H == 
     __shared__ float sh[LK_RR_SMEM];
     const int64_t n = a.x.cols;
     const float nf = __ll2float_rn(n);
+    float wv[J], bv[J]; /* PRE only; unused (and dropped) otherwise */
+    if (PRE && a.weight.data)
+        lk_rr_load_any<J, H>(wv, a.weight.data, a.weight.dtype, n);
+    if (PRE && LAYER && a.bias.data)
+        lk_rr_load_any<J, H>(bv, a.bias.data, a.bias.dtype, n);
     for (int64_t r = blockIdx.x; r < a.x.rows; r += gridDim.x) {
         float v[J];
         lk_rr_load<DX, J, H>(v, (const TX *)a.x.data + r * a.x.ld, n);
@@ -93,19 +102,37 @@ __global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H, H == 
 #pragma unroll
         for (int j = 0; j < J; j++)
             v[j] = __fmul_rn(v[j], rs);
-        if (a.weight.data)
-            lk_rr_apply<J, H>(v, a.weight.data, a.weight.dtype, n, lk_rr_mul());
-        if (LAYER && a.bias.data)
-            lk_rr_apply<J, H>(v, a.bias.data, a.bias.dtype, n, lk_rr_add());
+        if (PRE) {
+            if (a.weight.data)
+#pragma unroll
+                for (int j = 0; j < J; j++)
+                    v[j] = __fmul_rn(v[j], wv[j]);
+            if (LAYER && a.bias.data)
+#pragma unroll
+                for (int j = 0; j < J; j++)
+                    v[j] = __fadd_rn(v[j], bv[j]);
+        } else {
+            if (a.weight.data)
+                lk_rr_apply<J, H>(v, a.weight.data, a.weight.dtype, n, lk_rr_mul());
+            if (LAYER && a.bias.data)
+                lk_rr_apply<J, H>(v, a.bias.data, a.bias.dtype, n, lk_rr_add());
+        }
         lk_rr_store<DY, J, H>(v, (TY *)a.y.data + r * a.y.ld, n, [](int64_t, float t) { return t; });
     }
 }
+
+/* at most this many rows: PRE (one row per block, every block one row) */
+#define NORM_PRE_ROWS 256
 
 template <bool LAYER> struct norm_op {
     template <lk_dtype DX, lk_dtype DY, int J, int H>
     static void reg(dim3 grid, dim3 block, cudaStream_t st, const lk_norm_args &a)
     {
-        norm_reg_kernel<DX, DY, LAYER, J, H><<<grid, block, 0, st>>>(a);
+        /* decode's rows of one chunk past 1024: the weight loaded early */
+        if (H == 2 && a.x.rows <= NORM_PRE_ROWS)
+            norm_reg_kernel<DX, DY, LAYER, J, H, H == 2><<<grid, block, 0, st>>>(a);
+        else
+            norm_reg_kernel<DX, DY, LAYER, J, H><<<grid, block, 0, st>>>(a);
     }
     template <lk_dtype DX, lk_dtype DY, bool VEC>
     static void cached(const lk_rows_cfg &c, cudaStream_t st, const lk_norm_args &a)

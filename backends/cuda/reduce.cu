@@ -187,6 +187,77 @@ __global__ void __launch_bounds__(256)
     }
 }
 
+/* The order-free modes (max, min, argmax): one block per (row, chunk), so
+ * that a long row of few rows spreads over the GPU and every thread has
+ * FP_PER terms, all of their loads issued before the folds. */
+#define FP_THREADS 256
+#define FP_PER (LK_CHUNK / FP_THREADS)
+
+template <lk_dtype DX>
+__global__ void __launch_bounds__(FP_THREADS)
+    fold_partials_kernel(lk_reduce_args a, int mode, int64_t C, int64_t CP, float *part,
+                         int64_t *ipart)
+{
+    typedef typename lk_elem<DX>::T TX;
+    __shared__ uint32_t wkey[FP_THREADS / LK_WARP];
+    __shared__ int64_t widx[FP_THREADS / LK_WARP];
+    __shared__ float wv[FP_THREADS / LK_WARP];
+    const int64_t n = a.x.cols;
+    const int64_t total = a.x.rows * C;
+    const int lane = threadIdx.x & (LK_WARP - 1), warp = threadIdx.x / LK_WARP;
+    for (int64_t w = blockIdx.x; w < total; w += gridDim.x) {
+        const int64_t r = w / C, c = w % C;
+        const int64_t base = c * LK_CHUNK;
+        const int len = n - base < LK_CHUNK ? (int)(n - base) : LK_CHUNK;
+        const TX *xr = (const TX *)a.x.data + r * a.x.ld + base;
+        float x[FP_PER];
+#pragma unroll
+        for (int k = 0; k < FP_PER; k++) {
+            const int i = (int)threadIdx.x + FP_THREADS * k;
+            x[k] = i < len ? lk_elem<DX>::load(xr, i) : 0.0f;
+        }
+        if (mode == M_ARGMAX) {
+            uint32_t key = 0; /* below every value's key: loses to any term */
+            int64_t idx = INT64_MAX;
+#pragma unroll
+            for (int k = 0; k < FP_PER; k++) {
+                const int i = (int)threadIdx.x + FP_THREADS * k;
+                if (i < len)
+                    argmax_merge(key, idx, order_key(x[k]), base + i);
+            }
+            warp_argmax(key, idx);
+            if (lane == 0) {
+                wkey[warp] = key;
+                widx[warp] = idx;
+            }
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                for (int i = 1; i < FP_THREADS / LK_WARP; i++)
+                    argmax_merge(key, idx, wkey[i], widx[i]);
+                reinterpret_cast<uint32_t *>(part)[r * CP + c] = key;
+                ipart[r * CP + c] = idx;
+            }
+        } else {
+            const bool mx = mode == M_MAX;
+            float v = __uint_as_float(mx ? 0xff800000u : 0x7f800000u);
+#pragma unroll
+            for (int k = 0; k < FP_PER; k++)
+                if ((int)threadIdx.x + FP_THREADS * k < len)
+                    v = mx ? lk_maximum(v, x[k]) : lk_minimum(v, x[k]);
+            v = mx ? lk_warp_maximum(v) : lk_warp_minimum(v);
+            if (lane == 0)
+                wv[warp] = v;
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                for (int i = 1; i < FP_THREADS / LK_WARP; i++)
+                    v = mx ? lk_maximum(v, wv[i]) : lk_minimum(v, wv[i]);
+                part[r * CP + c] = v;
+            }
+        }
+        __syncthreads(); /* wkey, widx, wv are reused by the next chunk */
+    }
+}
+
 /* One group per row of C partials: the next levels of the sum, or the
  * order-free combination; then the op's last step.  mean_out: VAR's first
  * pass writes the mean there instead of a result. */
@@ -258,7 +329,11 @@ void launch_split(const lk_reduce_args *a, cudaStream_t st, int64_t C, int64_t C
         break;
     }
     const bool var = a->op == LK_REDUCE_VAR || a->op == LK_REDUCE_VAR_UNBIASED;
-    partials_kernel<DX, VEC><<<blocks, 256, 0, st>>>(*a, first, C, CP, part, ipart, mean);
+    if (first == M_SUM)
+        partials_kernel<DX, VEC><<<blocks, 256, 0, st>>>(*a, first, C, CP, part, ipart, mean);
+    else
+        fold_partials_kernel<DX><<<lk_grid_cap(rows * C, (int64_t)1 << 20), FP_THREADS, 0, st>>>(
+            *a, first, C, CP, part, ipart);
     LK_ROWS_LAUNCH(combine_kernel, c, st, *a, c, first, C, CP, part, ipart,
                    var ? mean : nullptr);
     if (var) {

@@ -32,11 +32,11 @@ static inline unsigned lk_rr_threads(int64_t n)
 }
 
 /* Element index of term j of this thread's lane (row-relative).  H = 1:
- * thread 64 c + l is lane l of chunk c with all its terms.  H > 1 (rows of
- * one chunk, n <= 4096): H threads share a lane, thread 64 h + l holding
- * its terms J h .. J h + J - 1, and lk_rr_sum passes the lane's running sum
- * from h to h + 1, so the chain is still the contract's one.  Fewer
- * registers per thread let more warps run per SM. */
+ * thread 64 c + l is lane l of chunk c with all its terms.  H > 1 (J H =
+ * 64): H threads share a lane, thread 64 (H c + h) + l holding terms
+ * J h .. J h + J - 1 of lane l of chunk c, and lk_rr_sum passes the lane's
+ * running sum from h to h + 1, so the chain is still the contract's one.
+ * Fewer registers per thread let more warps run per SM. */
 template <int J, int H = 1> static __device__ __forceinline__ int64_t lk_rr_index(int j)
 {
     return H == 1 ? (int64_t)(threadIdx.x >> 6) * LK_CHUNK + (threadIdx.x & 63) + 64 * j
@@ -105,6 +105,21 @@ static __device__ __forceinline__ void lk_rr_apply(float (&v)[J], const void *u,
         lk_rr_apply_t<LK_F32, J, H>(v, u, n, op);
 }
 
+/* u_j = the thread's terms of u, a 1 x n row of dtype dt (0 past the
+ * row): a weight loaded before the reductions, its loads in flight with
+ * the row's. */
+template <int J, int H = 1>
+static __device__ __forceinline__ void lk_rr_load_any(float (&u)[J], const void *p, lk_dtype dt,
+                                                      int64_t n)
+{
+    if (dt == LK_BF16)
+        lk_rr_load<LK_BF16, J, H>(u, (const typename lk_elem<LK_BF16>::T *)p, n);
+    else if (dt == LK_F16)
+        lk_rr_load<LK_F16, J, H>(u, (const typename lk_elem<LK_F16>::T *)p, n);
+    else
+        lk_rr_load<LK_F32, J, H>(u, (const typename lk_elem<LK_F32>::T *)p, n);
+}
+
 struct lk_rr_mul {
     __device__ __forceinline__ float operator()(float a, float b) const { return __fmul_rn(a, b); }
 };
@@ -112,21 +127,24 @@ struct lk_rr_add {
     __device__ __forceinline__ float operator()(float a, float b) const { return __fadd_rn(a, b); }
 };
 
-/* lk_rr_sum for H > 1 threads per lane (one chunk): thread 64 h + l
- * continues the chain of lane l where thread 64 (h - 1) + l left it, in
- * turn; then the first warp runs the butterfly. */
+/* lk_rr_sum for H > 1 threads per lane (J H = 64): thread
+ * 64 (H c + h) + l continues the chain of lane l of chunk c where thread
+ * 64 (H c + h - 1) + l left it, in turn; then the first warp of each chunk
+ * runs the butterfly and the chunk partials go through the chunk tree as
+ * in lk_rr_sum. */
 template <bool SQ, int J, int H, class F>
 static __device__ __forceinline__ float lk_rr_sum_split(const float (&v)[J], int64_t n, float *sh,
                                                         F f)
 {
-    const int h = threadIdx.x >> 6, l = threadIdx.x & 63;
+    const int c = threadIdx.x / (64 * H), h = (threadIdx.x >> 6) % H, l = threadIdx.x & 63;
+    float *lane = sh + 64 * c;
     const bool full = lk_rr_full<J, H>(n);
     float acc = -0.0f;
 #pragma unroll
     for (int k = 0; k < H; k++) {
         if (h == k) {
             if (k > 0)
-                acc = sh[l];
+                acc = lane[l];
             if (full) {
 #pragma unroll
                 for (int j = 0; j < J; j++)
@@ -137,21 +155,38 @@ static __device__ __forceinline__ float lk_rr_sum_split(const float (&v)[J], int
                     if (lk_rr_index<J, H>(j) < n)
                         acc = lk_leaf<SQ>(acc, f(v[j]));
             }
-            sh[l] = acc;
+            lane[l] = acc;
         }
         __syncthreads();
     }
-    /* sh[l] is lane l's sum; butterfly, s = 32 first */
-    if (threadIdx.x < 32) {
-        float b = __fadd_rn(sh[l], sh[l + 32]);
+    /* lane[l] is lane l's sum; butterfly, s = 32 first */
+    float *part = sh + LK_RR_MAX_CHUNKS * 64;
+    if (h == 0 && l < 32) {
+        float b = __fadd_rn(lane[l], lane[l + 32]);
 #pragma unroll
         for (int d = 16; d >= 1; d >>= 1)
             b = __fadd_rn(b, __shfl_down_sync(LK_FULL_MASK, b, d));
         if (l == 0)
-            sh[64] = b;
+            part[c] = b;
     }
     __syncthreads();
-    const float r = sh[64];
+    const int nc = (int)((n + LK_CHUNK - 1) / LK_CHUNK);
+    float r;
+    if (nc == 1) {
+        r = part[0];
+    } else {
+        /* the chunk tree, as in lk_rr_sum */
+        float L[LK_RR_MAX_CHUNKS];
+#pragma unroll
+        for (int i = 0; i < LK_RR_MAX_CHUNKS; i++)
+            L[i] = i < nc ? part[i] : -0.0f;
+#pragma unroll
+        for (int s = LK_RR_MAX_CHUNKS / 2; s >= 1; s >>= 1)
+#pragma unroll
+            for (int i = 0; i < s; i++)
+                L[i] = __fadd_rn(L[i], L[i + s]);
+        r = L[0];
+    }
     __syncthreads(); /* sh is reused by the next call */
     return r;
 }
@@ -241,11 +276,29 @@ static __device__ __forceinline__ float lk_rr_fold(const float (&v)[J], int64_t 
 
 static inline unsigned lk_rr_grid(int64_t rows) { return lk_grid_cap(rows, (int64_t)1 << 20); }
 
+/* Rows of 2 .. SC chunks on two threads per lane (H = 2, J = 32, 128 C
+ * threads): Op::reg<DX, DY, 32, 2, SC>, whose kernel takes blocks of up to
+ * 128 SC threads.  SC = 1 (the default) keeps such rows on H = 1 and never
+ * names the five-parameter reg. */
+template <int SC> struct lk_rr_multi {
+    template <class Op, lk_dtype DX, lk_dtype DY, class Args>
+    static void launch(dim3 grid, dim3 block, cudaStream_t st, const Args &a)
+    {
+        Op::template reg<DX, DY, 32, 2, SC>(grid, block, st, a);
+    }
+};
+template <> struct lk_rr_multi<1> {
+    template <class Op, lk_dtype DX, lk_dtype DY, class Args>
+    static void launch(dim3, dim3, cudaStream_t, const Args &)
+    {
+    }
+};
+
 /* The launcher of a row op (norms, softmax) that has both kernels: rows
  * of up to LK_RR_MAX in registers (Op::reg<DX, DY, J, H>), longer ones one
  * group per row through rows.cuh (Op::cached<DX, DY, VEC>).  Args has the
- * x and y tensors. */
-template <class Op, class Args>
+ * x and y tensors.  SC: see lk_rr_multi. */
+template <class Op, int SC = 1, class Args>
 static inline lk_status lk_rr_row_op(void *queue, const Args *a, const char *what)
 {
     lk_op_scope op(queue, what);
@@ -258,9 +311,12 @@ static inline lk_status lk_rr_row_op(void *queue, const Args *a, const char *wha
         const dim3 grid(lk_rr_grid(a->x.rows));
         /* rows of one chunk past 1024: two threads per lane (H = 2) */
         const bool split = n > 16 * LK_LANES && n <= LK_CHUNK;
-        const dim3 block(split ? 2 * 64 : lk_rr_threads(n));
+        const bool multi = n > LK_CHUNK && n <= (int64_t)SC * LK_CHUNK;
+        const dim3 block(split ? 2 * 64 : multi ? 2 * lk_rr_threads(n) : lk_rr_threads(n));
         LK_FLOAT_SWITCH(a->x.dtype, DX, LK_FLOAT_SWITCH(a->y.dtype, DY, {
-            if (split)
+            if (multi)
+                lk_rr_multi<SC>::template launch<Op, DX, DY>(grid, block, op.stream(), *a);
+            else if (split)
                 Op::template reg<DX, DY, 32, 2>(grid, block, op.stream(), *a);
             else if (lk_rr_j(n) == 16)
                 Op::template reg<DX, DY, 16, 1>(grid, block, op.stream(), *a);

@@ -112,9 +112,12 @@ __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
     }
 }
 
-/* Rows of up to LK_RR_MAX elements: the row in registers (rows_reg.cuh). */
-template <lk_dtype DX, lk_dtype DY, bool LOG, int J, int H>
-__global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H, H == 1 ? 1 : LOG ? 6 : 8)
+/* Rows of up to LK_RR_MAX elements: the row in registers (rows_reg.cuh).
+ * H > 1: blocks of up to 64 H C threads (rows of up to C chunks), as many
+ * registers per thread as a row of one chunk on 64 H threads gets. */
+template <lk_dtype DX, lk_dtype DY, bool LOG, int J, int H, int C = 1>
+__global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H * C,
+                                  H == 1 ? 1 : (LOG ? 6 : 8) / C > 0 ? (LOG ? 6 : 8) / C : 1)
     softmax_reg_kernel(lk_softmax_args a)
 {
     typedef typename lk_elem<DX>::T TX;
@@ -155,10 +158,10 @@ __global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H, H == 
 }
 
 template <bool LOG> struct softmax_op {
-    template <lk_dtype DX, lk_dtype DY, int J, int H>
+    template <lk_dtype DX, lk_dtype DY, int J, int H, int C = 1>
     static void reg(dim3 grid, dim3 block, cudaStream_t st, const lk_softmax_args &a)
     {
-        softmax_reg_kernel<DX, DY, LOG, J, H><<<grid, block, 0, st>>>(a);
+        softmax_reg_kernel<DX, DY, LOG, J, H, C><<<grid, block, 0, st>>>(a);
     }
     template <lk_dtype DX, lk_dtype DY, bool VEC>
     static void cached(const lk_rows_cfg &c, cudaStream_t st, const lk_softmax_args &a)
@@ -167,14 +170,17 @@ template <bool LOG> struct softmax_op {
     }
 };
 
+/* rows of 2 .. SM_SPLIT_CHUNKS chunks: two threads per lane (rows_reg.cuh) */
+#define SM_SPLIT_CHUNKS 4
+
 } // namespace
 
 extern "C" lk_status lk_cuda_softmax(void *queue, const lk_softmax_args *a)
 {
-    return lk_rr_row_op<softmax_op<false> >(queue, a, "lk_softmax");
+    return lk_rr_row_op<softmax_op<false>, SM_SPLIT_CHUNKS>(queue, a, "lk_softmax");
 }
 
 extern "C" lk_status lk_cuda_log_softmax(void *queue, const lk_softmax_args *a)
 {
-    return lk_rr_row_op<softmax_op<true> >(queue, a, "lk_log_softmax");
+    return lk_rr_row_op<softmax_op<true>, SM_SPLIT_CHUNKS>(queue, a, "lk_log_softmax");
 }
