@@ -126,9 +126,17 @@ static void bench(int64_t m, int64_t n, int64_t k, double goal)
     double ours = time_us(&g);
     /* on sm_90 the automatic choice is wgmma: the mma.sync kernel beside it */
     double sync_us = 0;
+    /* and the 64-row wgmma tiles (automatic only with LK_TC_WGMMA_BM64_AUTO) */
+    static const char *const bm64[] = {"wgmma-64x64", "wgmma-64x128", "wgmma-64x256"};
+    double bm64_us[3] = {0, 0, 0};
     if (tier == LK_GEMM_TC_SM90 && !getenv("LOCKSTEP_CUDA_TC_KERNEL")) {
         setenv("LOCKSTEP_CUDA_TC_KERNEL", "128x128", 1);
         sync_us = time_us(&g);
+        if (m <= 2048)
+            for (int v = 0; v < 3; v++) {
+                setenv("LOCKSTEP_CUDA_TC_KERNEL", bm64[v], 1);
+                bm64_us[v] = time_us(&g);
+            }
         unsetenv("LOCKSTEP_CUDA_TC_KERNEL");
     }
     g.ours = 0;
@@ -140,6 +148,9 @@ static void bench(int64_t m, int64_t n, int64_t k, double goal)
            fl / theirs * 1e-6, theirs / ours, goal, theirs / ours >= goal ? "met" : "NOT met");
     if (sync_us > 0)
         printf("  [mma.sync 128x128: %.1f us, ratio %.2f]", sync_us, theirs / sync_us);
+    for (int v = 0; v < 3; v++)
+        if (bm64_us[v] > 0)
+            printf("  [%s: %.1f us, ratio %.2f]", bm64[v], bm64_us[v], theirs / bm64_us[v]);
     printf("\n");
     fflush(stdout);
     lk_free(gpu, g.a);

@@ -22,9 +22,9 @@
  * code; these mma.sync kernels take everything else.
  *
  * LOCKSTEP_CUDA_TC_KERNEL=128x128, 64x64, 128x128-generic or
- * 64x64-generic forces an mma.sync variant, wgmma, wgmma-128x256 or
- * wgmma-128x128 a wgmma one (where it applies; mma.sync otherwise); tests
- * use it to cover each one. */
+ * 64x64-generic forces an mma.sync variant, wgmma or wgmma-<bm>x<bn> (bm
+ * 128 or 64, bn 256, 128 or 64) a wgmma one (where it applies; mma.sync
+ * otherwise); tests use it to cover each one. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -311,12 +311,11 @@ extern "C" lk_status lk_cuda_gemm_tc(void *queue, const lk_gemm_args *a)
      * find it wrong: LOCKSTEP_CUDA_TC_KERNEL=wgmma still reaches it) */
     const bool want_wgmma = force && *force ? strncmp(force, "wgmma", 5) == 0 : LK_TC_WGMMA_AUTO;
     if (sm90 && want_wgmma) {
-        const int bn = !force         ? 0
-                       : strstr(force, "128x128") ? 128
-                       : strstr(force, "128x256") ? 256
-                       : strstr(force, "128x64")  ? 64
-                                                  : 0;
-        if (lk_cuda_tc_wgmma(op.q, a, bn))
+        /* "wgmma-<bm>x<bn>" forces a tile */
+        const char *x = force ? strchr(force, 'x') : NULL;
+        const int bm = x && strncmp(force, "wgmma-64x", 9) == 0 ? 64 : 128;
+        const int bn = !x ? 0 : atoi(x + 1);
+        if (lk_cuda_tc_wgmma(op.q, a, bm, bn == 256 || bn == 128 || bn == 64 ? bn : 0))
             return op.launched();
     }
     bool fast = tc_fast_ok(a);

@@ -18,7 +18,9 @@
  * and 2 are the consumers, 64 rows each: per slice, four wgmma steps with
  * both operands read from shared memory through matrix descriptors, one
  * commit group per slice, and a buffer is handed back once the group that
- * read it has completed (wgmma.wait_group 1).  The producer runs on into
+ * read it has completed (wgmma.wait_group 1).  64 x BN tiles (forced, or
+ * automatic with LK_TC_WGMMA_BM64_AUTO) give skinny M twice the tiles:
+ * both consumers take the 64 rows, each half of the columns.  The producer runs on into
  * the block's next tile while the consumers store the last one.  Every
  * wait is bounded: a pipeline that stalls for 4 s traps (a launch
  * failure, not a hang).
@@ -52,10 +54,17 @@ namespace {
 #define WG_CONSUMERS 2
 #define WG_THREADS (128 * (WG_CONSUMERS + 1))
 #define WG_STALL_NS 4000000000ull /* a pipeline wait this long (4 s) traps */
+#ifndef LK_TC_WGMMA_BM64_AUTO
+#define LK_TC_WGMMA_BM64_AUTO 0 /* 64-row tiles only when forced, until measured */
+#endif
 
-template <int BN> struct wg_cfg {
-    static constexpr int STAGES = BN == 256 ? 4 : BN == 128 ? 6 : 8;
-    static constexpr int A_BYTES = WG_BM * WG_BK * 2;
+/* BM 128: consumer c takes rows 64 c.., all BN columns; BM 64 (skinny M):
+ * consumer c takes all 64 rows and columns c BN / 2.. */
+template <int BM, int BN> struct wg_cfg {
+    /* about 192 KiB of ring */
+    static constexpr int STAGES = BM + BN >= 320 ? 4 : BM + BN >= 256 ? 6 : BM + BN >= 192 ? 8 : 12;
+    static constexpr int WN = BM == 128 ? BN : BN / 2; /* a consumer's wgmma N */
+    static constexpr int A_BYTES = BM * WG_BK * 2;
     static constexpr int B_BYTES = BN * WG_BK * 2;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     /* + 1024 to align the ring to the swizzle atom */
@@ -72,11 +81,11 @@ struct wg_kargs {
  * by column inside a group, so that the blocks running together share A
  * and B panels in L2. */
 __host__ __device__ __forceinline__ void wg_tile(int64_t tile, int64_t tiles_m, int64_t tiles_n,
-                                                 int bn, int64_t &m0, int64_t &n0)
+                                                 int bn, int64_t &m0, int64_t &n0, int bm = WG_BM)
 {
     const int64_t per = 8 * tiles_n, first = tile / per * 8;
     const int64_t rows = tiles_m - first < 8 ? tiles_m - first : 8;
-    m0 = (first + tile % per % rows) * WG_BM;
+    m0 = (first + tile % per % rows) * bm;
     n0 = tile % per / rows * bn;
 }
 
@@ -177,6 +186,16 @@ template <int N, lk_dtype D> struct wg_mma;
 
 /* One wgmma step, the accumulators in registers d; TY is the PTX type of
  * A and B (bf16 or f16), the only difference between a tile's two forms. */
+#define LK_WG_MMA_N32(TY) \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n" \
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " " \
+                     "{" \
+                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15" \
+                     "}, %16, %17, p, 1, 1, 0, 0;\n}\n" \
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) \
+                     : "l"(da), "l"(db), "r"(1));
+
 #define LK_WG_MMA_N64(TY) \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
                      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " \
@@ -240,6 +259,20 @@ template <int N, lk_dtype D> struct wg_mma;
                        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
                      : "l"(da), "l"(db), "r"(1));
 
+template <> struct wg_mma<32, LK_BF16> {
+    static __device__ __forceinline__ void run(float (&d)[16], uint64_t da, uint64_t db)
+    {
+        LK_WG_MMA_N32("bf16");
+    }
+};
+
+template <> struct wg_mma<32, LK_F16> {
+    static __device__ __forceinline__ void run(float (&d)[16], uint64_t da, uint64_t db)
+    {
+        LK_WG_MMA_N32("f16");
+    }
+};
+
 template <> struct wg_mma<64, LK_BF16> {
     static __device__ __forceinline__ void run(float (&d)[32], uint64_t da, uint64_t db)
     {
@@ -282,6 +315,21 @@ template <> struct wg_mma<256, LK_F16> {
     }
 };
 
+
+/* One slice's NS wgmma steps (k 16 j, j ascending) as one commit group,
+ * then the wait for the previous slice's group. */
+template <int BN, lk_dtype D, int NS>
+__device__ __forceinline__ void wg_slice(float (&acc)[BN / 2], uint32_t a_src, uint32_t b_src)
+{
+    wg_fence_regs(acc);
+    wg_fence();
+#pragma unroll
+    for (int j = 0; j < NS; j++)
+        wg_mma<BN, D>::run(acc, wg_desc(a_src + 32 * j), wg_desc(b_src + 32 * j));
+    wg_commit();
+    wg_wait<1>(); /* the previous slice's group has completed */
+    wg_fence_regs(acc);
+}
 
 /* The int8 kernel's pieces: integer wgmma (k = 32 bytes per step, the same
  * 32 bytes of a 128-byte swizzled row as a bf16 k = 16 step, so wg_desc
@@ -407,14 +455,15 @@ __device__ __forceinline__ void fence_proxy_async()
 
 #endif /* LK_WG_BODY */
 
-template <lk_dtype D, int BN>
+template <lk_dtype D, int BM, int BN>
 __global__ void __launch_bounds__(WG_THREADS, 1)
     wg_gemm_kernel(const __grid_constant__ CUtensorMap amap,
                    const __grid_constant__ CUtensorMap bmap, wg_kargs g)
 {
 #if LK_WG_BODY
-    typedef wg_cfg<BN> C;
-    constexpr int ACC = BN / 2; /* f32 accumulators per thread: 64 x BN over 128 threads */
+    typedef wg_cfg<BM, BN> C;
+    constexpr int WN = C::WN;
+    constexpr int ACC = WN / 2; /* f32 accumulators per thread: 64 x WN over 128 threads */
     __shared__ __align__(8) uint64_t bars[2 * C::STAGES]; /* full[s], empty[s] */
     extern __shared__ __align__(128) unsigned char wg_smem_raw[];
     const uint32_t ring = (lk_smem_addr(wg_smem_raw) + 1023u) & ~1023u;
@@ -444,7 +493,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
                 const int64_t bat = t / per_batch;
                 int64_t m0, n0;
-                wg_tile(t % per_batch, g.tiles_m, g.tiles_n, BN, m0, n0);
+                wg_tile(t % per_batch, g.tiles_m, g.tiles_n, BN, m0, n0, BM);
                 for (int64_t kt = 0; kt < ktiles; kt++, it++) {
                     const uint32_t s = (uint32_t)(it % C::STAGES);
                     const uint64_t round = it / C::STAGES;
@@ -461,14 +510,16 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         return;
     }
 
-    /* consumers: warpgroup c owns rows m0 + 64 c .. m0 + 64 c + 63 */
+    /* consumers: warpgroup c owns rows m0 + cm .. m0 + cm + 63 and
+     * columns n0 + cn .. n0 + cn + WN - 1 */
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int c = wg - 1, lane = tid & 31, warp = (tid / 32) & 3;
+    const int cm = BM == 128 ? 64 * c : 0, cn = BM == 128 ? 0 : WN * c;
     uint64_t it = 0; /* slices so far, over all of this block's tiles */
     for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
         const int64_t bat = t / per_batch;
         int64_t m0, n0;
-        wg_tile(t % per_batch, g.tiles_m, g.tiles_n, BN, m0, n0);
+        wg_tile(t % per_batch, g.tiles_m, g.tiles_n, BN, m0, n0, BM);
         float acc[ACC];
 #pragma unroll
         for (int i = 0; i < ACC; i++)
@@ -478,26 +529,22 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             const uint32_t s = (uint32_t)(it % C::STAGES);
             const uint64_t round = it / C::STAGES;
             mbar_wait(full0 + 8 * s, (unsigned)(round & 1));
-            const uint32_t a_src = ring + s * C::STAGE_BYTES + c * 64 * 128;
-            const uint32_t b_src = ring + s * C::STAGE_BYTES + C::A_BYTES;
-            wg_fence_regs(acc);
-            wg_fence();
-            if (kt * WG_BK + WG_BK <= g.K) {
-#pragma unroll
-                for (int j = 0; j < WG_BK / 16; j++)
-                    wg_mma<BN, D>::run(acc, wg_desc(a_src + 32 * j), wg_desc(b_src + 32 * j));
-            } else {
-                /* the last slice: exactly ceil(K / 16) steps in all
-                 * (uniform over the block) */
-#pragma unroll
-                for (int j = 0; j < WG_BK / 16; j++)
-                    if (kt * WG_BK + 16 * j < g.K)
-                        wg_mma<BN, D>::run(acc, wg_desc(a_src + 32 * j),
-                                           wg_desc(b_src + 32 * j));
-            }
-            wg_commit();
-            wg_wait<1>(); /* the previous slice's group has completed */
-            wg_fence_regs(acc);
+            /* 128-byte rows, 8-row swizzle atoms of 1024 bytes */
+            const uint32_t a_src = ring + s * C::STAGE_BYTES + cm * 128;
+            const uint32_t b_src = ring + s * C::STAGE_BYTES + C::A_BYTES + cn * 128;
+            /* exactly ceil(K / 16) steps in all: the last slice has
+             * ceil((K - 64 kt) / 16) (uniform over the block); each count
+             * is its own straight fence..wait block, since ptxas injects
+             * warpgroup arrives around wgmmas reached through a branch */
+            const int64_t left = g.K - kt * WG_BK;
+            if (left > 48)
+                wg_slice<WN, D, 4>(acc, a_src, b_src);
+            else if (left > 32)
+                wg_slice<WN, D, 3>(acc, a_src, b_src);
+            else if (left > 16)
+                wg_slice<WN, D, 2>(acc, a_src, b_src);
+            else
+                wg_slice<WN, D, 1>(acc, a_src, b_src);
             if (prev != ~0u && lane == 0)
                 mbar_arrive(empty0 + 8 * prev);
             prev = s;
@@ -508,11 +555,11 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             mbar_arrive(empty0 + 8 * prev);
 
         /* accumulator i: n8 block i / 4, row g (+ 8 for i % 4 >= 2), column 2 t + i % 2 */
-        const int64_t mrow = m0 + c * 64 + warp * 16 + (lane >> 2);
+        const int64_t mrow = m0 + cm + warp * 16 + (lane >> 2);
 #pragma unroll
         for (int i = 0; i < ACC; i++) {
             const int64_t m = mrow + ((i >> 1) & 1) * 8;
-            const int64_t n = n0 + (i >> 2) * 8 + (lane & 3) * 2 + (i & 1);
+            const int64_t n = n0 + cn + (i >> 2) * 8 + (lane & 3) * 2 + (i & 1);
             if (m < g.M && n < g.N)
                 lk_gemm_store(g.e, bat, m, n, acc[i]);
         }
@@ -969,11 +1016,11 @@ bool make_map(encode_fn enc, CUtensorMap *map, const void *base, int64_t rows, i
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <lk_dtype D, int BN>
+template <lk_dtype D, int BM, int BN>
 bool wg_launch(const lk_cuda_device *dev, const lk_gemm_args *a, cudaStream_t st)
 {
-    typedef wg_cfg<BN> C;
-    auto kern = wg_gemm_kernel<D, BN>;
+    typedef wg_cfg<BM, BN> C;
+    auto kern = wg_gemm_kernel<D, BM, BN>;
     /* the image loaded for this device has the wgmma body (only it has
      * static shared memory: the mbarriers), and room for the ring; found
      * once per device (ordinals 0..63; others ask every time) */
@@ -985,7 +1032,7 @@ bool wg_launch(const lk_cuda_device *dev, const lk_gemm_args *a, cudaStream_t st
         bool good = cudaFuncGetAttributes(&fa, kern) == cudaSuccess &&
                     fa.sharedSizeBytes >= 2 * C::STAGES * sizeof(uint64_t) &&
                     C::SMEM + fa.sharedSizeBytes <= dev->smem_optin &&
-                    lk_smem_optin<wg_gemm_kernel<D, BN> >(dev->ordinal, C::SMEM) == cudaSuccess;
+                    lk_smem_optin<wg_gemm_kernel<D, BM, BN> >(dev->ordinal, C::SMEM) == cudaSuccess;
         (void)cudaGetLastError();
         if (bit) {
             if (good)
@@ -1004,7 +1051,7 @@ bool wg_launch(const lk_cuda_device *dev, const lk_gemm_args *a, cudaStream_t st
         a->batch > 2147483647)
         return false;
     CUtensorMap am, bm;
-    if (!make_map(enc, &am, a->a.data, a->m, a->k, a->a.ld, a->a.batch_stride, a->batch, WG_BM) ||
+    if (!make_map(enc, &am, a->a.data, a->m, a->k, a->a.ld, a->a.batch_stride, a->batch, BM) ||
         !make_map(enc, &bm, a->b.data, a->n, a->k, a->b.ld, a->b.batch_stride, a->batch, BN))
         return false;
     wg_kargs g;
@@ -1012,14 +1059,14 @@ bool wg_launch(const lk_cuda_device *dev, const lk_gemm_args *a, cudaStream_t st
     g.N = a->n;
     g.K = a->k;
     g.batch = a->batch;
-    g.tiles_m = (a->m + WG_BM - 1) / WG_BM;
+    g.tiles_m = (a->m + BM - 1) / BM;
     g.tiles_n = (a->n + BN - 1) / BN;
     g.e = lk_gemm_epi_make(a);
     /* one block per SM (a block fills one), each taking tiles in turn */
     const int64_t total = g.tiles_m * g.tiles_n * a->batch;
     const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1;
     const unsigned grid = (unsigned)(total < sms ? total : sms);
-    wg_gemm_kernel<D, BN><<<grid, WG_THREADS, C::SMEM, st>>>(am, bm, g);
+    wg_gemm_kernel<D, BM, BN><<<grid, WG_THREADS, C::SMEM, st>>>(am, bm, g);
     return true;
 }
 
@@ -1132,7 +1179,7 @@ template <int BX> bool wr_launch(const lk_cuda_device *dev, const lk_qgemm_args 
 
 } // namespace
 
-bool lk_cuda_tc_wgmma(lk_cuda_queue *q, const lk_gemm_args *a, int bn)
+bool lk_cuda_tc_wgmma(lk_cuda_queue *q, const lk_gemm_args *a, int bm, int bn)
 {
     const lk_cuda_device *dev = q->dev;
     if (dev->cc_major != 9 || dev->cc_minor != 0)
@@ -1148,23 +1195,45 @@ bool lk_cuda_tc_wgmma(lk_cuda_queue *q, const lk_gemm_args *a, int bn)
         return false;
     if (bn == 0) {
         /* the tile with the least work on the busiest SM: waves x tile
-         * area, the narrow tile's extra shared-memory traffic per MMA
-         * counted; ties go to the wider tile */
+         * area, a narrower wgmma's extra shared-memory traffic per MMA
+         * counted; ties go to the taller, then the wider tile */
         const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1;
-        const int64_t tm = (a->m + WG_BM - 1) / WG_BM;
-        auto cost = [&](int w, double f) {
-            return (double)((tm * ((a->n + w - 1) / w) * a->batch + sms - 1) / sms) * w * f;
+        double best = 0;
+        auto consider = [&](int h, int w, double f) {
+            const int64_t tiles = (a->m + h - 1) / h * ((a->n + w - 1) / w) * a->batch;
+            const double cost = (double)((tiles + sms - 1) / sms) * h * w * f;
+            if (bn == 0 || cost < best) {
+                best = cost;
+                bm = h;
+                bn = w;
+            }
         };
-        const double c256 = cost(256, 1.0), c128 = cost(128, 1.0), c64 = cost(64, 1.2);
-        bn = c256 <= c128 && c256 <= c64 ? 256 : c128 <= c64 ? 128 : 64;
+        consider(128, 256, 1.0);
+        consider(128, 128, 1.0);
+        consider(128, 64, 1.2);
+#if LK_TC_WGMMA_BM64_AUTO
+        consider(64, 256, 1.2);
+        consider(64, 128, 1.2);
+        consider(64, 64, 1.6);
+#endif
+    }
+    const cudaStream_t st = q->stream;
+    if (bm == 64) {
+        if (a->a.dtype == LK_BF16)
+            return bn == 256   ? wg_launch<LK_BF16, 64, 256>(dev, a, st)
+                   : bn == 128 ? wg_launch<LK_BF16, 64, 128>(dev, a, st)
+                               : wg_launch<LK_BF16, 64, 64>(dev, a, st);
+        return bn == 256   ? wg_launch<LK_F16, 64, 256>(dev, a, st)
+               : bn == 128 ? wg_launch<LK_F16, 64, 128>(dev, a, st)
+                           : wg_launch<LK_F16, 64, 64>(dev, a, st);
     }
     if (a->a.dtype == LK_BF16)
-        return bn == 256   ? wg_launch<LK_BF16, 256>(dev, a, q->stream)
-               : bn == 128 ? wg_launch<LK_BF16, 128>(dev, a, q->stream)
-                           : wg_launch<LK_BF16, 64>(dev, a, q->stream);
-    return bn == 256   ? wg_launch<LK_F16, 256>(dev, a, q->stream)
-           : bn == 128 ? wg_launch<LK_F16, 128>(dev, a, q->stream)
-                       : wg_launch<LK_F16, 64>(dev, a, q->stream);
+        return bn == 256   ? wg_launch<LK_BF16, 128, 256>(dev, a, st)
+               : bn == 128 ? wg_launch<LK_BF16, 128, 128>(dev, a, st)
+                           : wg_launch<LK_BF16, 128, 64>(dev, a, st);
+    return bn == 256   ? wg_launch<LK_F16, 128, 256>(dev, a, st)
+           : bn == 128 ? wg_launch<LK_F16, 128, 128>(dev, a, st)
+                       : wg_launch<LK_F16, 128, 64>(dev, a, st);
 }
 
 bool lk_cuda_tc_wgmma_qgemm(lk_cuda_queue *queue, const lk_qgemm_args *a, bool t2, int bn)
