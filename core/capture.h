@@ -37,7 +37,8 @@
     X(attention, lk_attention_args)                                                     \
     X(embedding, lk_embedding_args)                                                     \
     X(linear, lk_linear_args)                                                           \
-    X(ternary_linear, lk_linear_args)
+    X(ternary_linear, lk_linear_args)                                                   \
+    X(rmsnorm_quantize, lk_norm_quant_args)
 
 #define LK_KSLOT_ENUM_(slot, type) LK_KSLOT_##slot,
 typedef enum lk_kslot {

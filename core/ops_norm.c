@@ -78,3 +78,26 @@ LK_API lk_status lk_log_softmax(lk_queue *q, const lk_tensor *x, const lk_tensor
     LK_V_TRY(lk_softmax_check(&v, &s, x, y));
     LK_V_RUN(&v, LK_OP_LOG_SOFTMAX, log_softmax, s, s.x.rows == 0 || s.x.cols == 0);
 }
+
+/* lk_rmsnorm's rules for x and weight, lk_quantize_act's for xq and scale. */
+LK_API lk_status lk_rmsnorm_quantize(lk_queue *q, const lk_tensor *x, const lk_tensor *weight,
+                                     float eps, const lk_tensor *xq, const lk_tensor *scale)
+{
+    lk_validator v;
+    lk_norm_quant_args a;
+    memset(&a, 0, sizeof a);
+    LK_V_TRY(lk_v_begin(&v, "lk_rmsnorm_quantize", q));
+    LK_V_TRY(lk_v_tensor(&v, "x", x, &a.x, LK_DT_FLOAT, LK_V_IN, 1));
+    LK_V_TRY(lk_v_tensor(&v, "weight", weight, &a.weight, LK_DT_FLOAT,
+                         LK_V_IN | LK_V_OPTIONAL, 1));
+    LK_V_TRY(lk_v_tensor(&v, "xq", xq, &a.q, LK_DT(LK_I8), LK_V_OUT, 1));
+    LK_V_TRY(lk_v_tensor(&v, "scale", scale, &a.scale, LK_DT(LK_F32), LK_V_OUT, 1));
+    LK_V_TRY(lk_v_nonempty_rows(&v, "x", &a.x));
+    if (weight)
+        LK_V_TRY(lk_v_dims(&v, "weight", &a.weight, 1, NULL, a.x.cols, "x cols"));
+    LK_V_TRY(lk_v_dims(&v, "xq", &a.q, a.x.rows, "x rows", a.x.cols, "x cols"));
+    LK_V_TRY(lk_v_dims(&v, "scale", &a.scale, a.x.rows, "x rows", 1, NULL));
+    LK_V_TRY(lk_v_finish(&v));
+    a.eps = eps;
+    LK_V_RUN(&v, LK_OP_RMSNORM_QUANTIZE, rmsnorm_quantize, a, a.x.rows == 0);
+}

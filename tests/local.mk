@@ -105,6 +105,12 @@ check_PROGRAMS += tests/test_model_ops
 TESTS += tests/test_model_ops
 tests_test_model_ops_LDADD = liblockstep.la
 
+# lk_rmsnorm_quantize is lk_rmsnorm + lk_quantize_act bit for bit on
+# every device; its argument errors write nothing.
+check_PROGRAMS += tests/test_rmsnorm_quantize
+TESTS += tests/test_rmsnorm_quantize
+tests_test_rmsnorm_quantize_LDADD = liblockstep.la
+
 # Softmax and log-softmax on every device, bit for bit against the
 # reference where the kernels' short exp hands over to the full one
 # (every t of the band around k = -125, edges, special rows).

@@ -74,6 +74,9 @@ lk_status lk_mx_exec(lk_queue *q, const lk_mx_case *c, void *const ptr[], lk_mx_
     case LK_MX_QUANT_ACT:
         st = lk_quantize_act(q, p[0], p[1], p[2]);
         break;
+    case LK_MX_RMSNORM_QUANT:
+        st = lk_rmsnorm_quantize(q, p[0], p[1], c->eps, p[2], p[3]);
+        break;
     case LK_MX_QUANT_TERNARY:
         st = lk_quantize_ternary(q, p[0], p[1], p[2]);
         break;

@@ -47,7 +47,8 @@ typedef enum lk_mx_kind {
     LK_MX_INT8_GEMM,
     LK_MX_ROPE,
     LK_MX_ATTENTION,
-    LK_MX_EMBEDDING
+    LK_MX_EMBEDDING,
+    LK_MX_RMSNORM_QUANT
 } lk_mx_kind;
 
 /* How a buffer's initial contents are made (inputs, and the prefill of

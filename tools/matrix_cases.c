@@ -703,6 +703,50 @@ static void mx_qgemm(mx_list *L, lk_mx_kind kind, lk_dtype yd, int wscale_n, int
              sfill == LK_MX_FILL_SCALE_EDGE ? mx_fill_tag(sfill) : "");
 }
 
+/* lk_rmsnorm_quantize: x, weight (absent when wd is 0), xq, scale. */
+static void mx_norm_quant(mx_list *L, lk_dtype xd, lk_dtype wd, float eps, int64_t rows,
+                          int64_t cols, lk_mx_fill fill, int param, int64_t sstride)
+{
+    lk_mx_case *c = mx_add(L, LK_MX_RMSNORM_QUANT, "rmsnorm_quantize");
+    mx_rows_cols(L, &rows, &cols, mx_row_budget(L));
+    c->m = rows;
+    c->eps = eps;
+    mx_set(c, 0, "x", xd, rows, cols, LK_MX_IN, LK_MX_AXIS_ROWS, fill, param);
+    if (wd)
+        mx_set(c, 1, "weight", wd, 1, cols, LK_MX_IN, LK_MX_AXIS_NONE, LK_MX_FILL_NORMAL, 0);
+    else
+        mx_absent(c, 1, "weight");
+    mx_set(c, 2, "q", LK_I8, rows, cols, LK_MX_OUT, LK_MX_AXIS_ROWS, fill, 0);
+    lk_mx_buf *s = mx_set(c, 3, "scale", LK_F32, rows, 1, LK_MX_OUT, LK_MX_AXIS_ROWS, fill, 0);
+    s->ld = sstride;
+    snprintf(c->label, sizeof c->label, "%s%s%s eps=%g %lldx%lld%s%s", mx_dt(xd),
+             wd ? " w:" : "", wd ? mx_dt(wd) : "", (double)eps, (long long)rows,
+             (long long)cols, sstride > 1 ? " scale-stride" : "", mx_fill_tag(fill));
+}
+
+static void mx_norm_quant_cases(mx_list *L)
+{
+    static const float eps[] = {1e-5f, 1e-6f, 0.0f};
+    for (int i = 0; i < 3; i++) {
+        uint64_t r = mx_mix(L->seed ^ (uint64_t)(977 + i));
+        lk_dtype wd = r % 4 ? mx_float[(r >> 4) % 3] : (lk_dtype)0;
+        mx_norm_quant(L, mx_float[i], wd, eps[(r >> 16) % 3], -1, -1, LK_MX_FILL_NORMAL, 0, 1);
+        mx_norm_quant(L, mx_float[i], mx_float[i], 1e-5f, -1, -1, LK_MX_FILL_EDGE, 32, 1);
+    }
+    /* zero rows: with eps 0, r = 1 / sqrt(0) = Inf and y = 0 * Inf = NaN */
+    mx_norm_quant(L, LK_F32, LK_F32, 0.0f, -1, -1, LK_MX_FILL_ZEROROWS, 0, 1);
+    mx_norm_quant(L, LK_BF16, (lk_dtype)0, 1e-6f, -1, -1, LK_MX_FILL_ZEROROWS, 0, 2);
+    mx_norm_quant(L, LK_F32, LK_BF16, 1e-6f, -1, -1, LK_MX_FILL_WIDE, 0, 1);
+    mx_norm_quant(L, LK_F32, LK_F32, 1e-5f, -1, -2, LK_MX_FILL_NORMAL, 0, 1);
+    /* BitNet-2B decode rows (2560, 6912) and every register path of the
+     * CUDA kernel, then rows past it (two passes through the workspace) */
+    static const int64_t widths[] = {2560, 6912, 1000, 1024, 4096, 4097, 8192, 8193, 20000};
+    for (int i = 0; i < (int)MX_COUNT(widths); i++)
+        mx_norm_quant(L, i % 3 == 2 ? LK_BF16 : LK_F32, i % 2 ? LK_BF16 : LK_F32, 1e-5f,
+                      1 + i % 3, widths[i], i == 1 ? LK_MX_FILL_EDGE : LK_MX_FILL_NORMAL,
+                      i == 1 ? 32 : 0, 1);
+}
+
 static void mx_quant_cases(mx_list *L)
 {
     for (int i = 0; i < 3; i++) {
@@ -950,6 +994,7 @@ int lk_mx_build(uint64_t seed, int full, lk_mx_case **cases)
     mx_convert_cases(&L);
     mx_binary_cases(&L);
     mx_quant_cases(&L);
+    mx_norm_quant_cases(&L);
     mx_rope_cases(&L);
     mx_attention_cases(&L);
     mx_embedding_cases(&L);
@@ -968,7 +1013,7 @@ static const char *const mx_names[] = {
     "unary", "unary.relu", "unary.relu2", "unary.sigmoid", "unary.silu", "unary.gelu_tanh",
     "unary.gelu_erf", "unary.exp", "unary.log", "unary.tanh", "unary.erf", "convert", "binary",
     "binary.add", "binary.mul", "quantize_act", "quantize_ternary", "ternary_pack",
-    "ternary_unpack", "ternary_gemm", "int8_gemm", "rope", "attention", "embedding", NULL};
+    "ternary_unpack", "ternary_gemm", "int8_gemm", "rope", "attention", "embedding", "rmsnorm_quantize", NULL};
 
 const char *const *lk_mx_op_names(void)
 {

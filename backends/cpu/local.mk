@@ -15,7 +15,7 @@ noinst_HEADERS += \
 	backends/cpu/kernels/elem.h backends/cpu/kernels/lanes.h \
 	backends/cpu/kernels/qgemm.h backends/cpu/kernels/t2.h \
 	backends/cpu/kernels/transcendental.h \
-	backends/cpu/kernels/prepared.h
+	backends/cpu/kernels/prepared.h backends/cpu/kernels/quant_row.h
 EXTRA_DIST += \
 	backends/cpu/kernels/gemm.c backends/cpu/kernels/reduce.c \
 	backends/cpu/kernels/softmax.c backends/cpu/kernels/unary.c \

@@ -110,6 +110,9 @@ LK_ROWWISE(unary, lk_unary_args, XY_ROWS)
 LK_ROWWISE(quantize_act, lk_quant_args,
            s.x = lk_rows(s.x, r0, r1); s.q = lk_rows(s.q, r0, r1);
            s.scale = lk_rows(s.scale, r0, r1))
+LK_ROWWISE(rmsnorm_quantize, lk_norm_quant_args,
+           s.x = lk_rows(s.x, r0, r1); s.q = lk_rows(s.q, r0, r1);
+           s.scale = lk_rows(s.scale, r0, r1))
 
 static void binary_rows(void *p, int64_t r0, int64_t r1, int tid)
 {
@@ -288,4 +291,5 @@ void lk_cpu_ref_kernels(lk_kernels *k)
     k->rope = ref_rope;
     k->attention = lk_cpu_ref_attention;
     k->embedding = ref_embedding;
+    k->rmsnorm_quantize = ref_rmsnorm_quantize;
 }

@@ -489,6 +489,7 @@ static const lk_device_iface lk_cuda_iface = {
         .weights_prepare = lk_cuda_weights_prepare,
         .weights_destroy = lk_cuda_weights_destroy,
         .linear = lk_cuda_linear,
+        .rmsnorm_quantize = lk_cuda_rmsnorm_quantize,
     },
     .capture_begin = lk_cuda_capture_begin,
     .capture_end = lk_cuda_capture_end,

@@ -26,6 +26,7 @@ lk_cuda_kernels = \
 	backends/cuda/gemv.cu \
 	backends/cuda/reduce.cu \
 	backends/cuda/norm.cu \
+	backends/cuda/norm_quant.cu \
 	backends/cuda/softmax.cu \
 	backends/cuda/unary.cu \
 	backends/cuda/binary.cu \

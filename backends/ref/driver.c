@@ -37,6 +37,7 @@ LK_REF_ADAPT(gemm_tc, lk_gemm_args)
 LK_REF_ADAPT(rope, lk_rope_args)
 LK_REF_ADAPT(attention, lk_attention_args)
 LK_REF_ADAPT(embedding, lk_embedding_args)
+LK_REF_ADAPT(rmsnorm_quantize, lk_norm_quant_args)
 
 static void lk_ref_props(void *dev, lk_device_props *p)
 {
@@ -76,6 +77,7 @@ static const lk_device_iface lk_ref_iface = {
         .rope = lk_ref_q_rope,
         .attention = lk_ref_q_attention,
         .embedding = lk_ref_q_embedding,
+        .rmsnorm_quantize = lk_ref_q_rmsnorm_quantize,
     },
 };
 

@@ -99,3 +99,44 @@ lk_status lk_ref_layernorm(const lk_norm_args *a)
     free(nr.x);
     return LK_OK;
 }
+
+/* Row r of t, a one-row view (f32, bf16, f16 or i8). */
+static lk_tensor row_view(lk_tensor t, int64_t r)
+{
+    /* x is a float dtype, xq LK_I8, scale f32 (no core here: test_ref_* link
+     * the reference alone) */
+    const int64_t es = t.dtype == LK_F32 ? 4 : t.dtype == LK_I8 ? 1 : 2;
+    t.data = (char *)t.data + r * t.ld * es;
+    t.rows = 1;
+    return t;
+}
+
+/* Literally lk_rmsnorm into an f32 row, then lk_quantize_act of that row. */
+lk_status lk_ref_rmsnorm_quantize(const lk_norm_quant_args *a)
+{
+    const int64_t n = a->x.cols;
+    if (a->x.rows == 0 || n == 0)
+        return LK_OK;
+    float *y = (uint64_t)n <= SIZE_MAX / sizeof(float) ? malloc((size_t)n * sizeof(float)) : NULL;
+    if (y == NULL)
+        return lk_error(LK_ERR_OUT_OF_MEMORY,
+                        "lk_rmsnorm_quantize: no memory for a row of %lld elements", (long long)n);
+    lk_status st = LK_OK;
+    for (int64_t r = 0; r < a->x.rows && st == LK_OK; r++) {
+        lk_norm_args na = {0};
+        na.x = row_view(a->x, r);
+        na.weight = a->weight;
+        na.y = lk_mat(y, LK_F32, 1, n);
+        na.eps = a->eps;
+        st = lk_ref_rmsnorm(&na);
+        if (st != LK_OK)
+            break;
+        lk_quant_args qa = {0};
+        qa.x = na.y;
+        qa.q = row_view(a->q, r);
+        qa.scale = row_view(a->scale, r);
+        st = lk_ref_quantize_act(&qa);
+    }
+    free(y);
+    return st;
+}

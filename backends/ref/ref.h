@@ -23,6 +23,8 @@ lk_status lk_ref_log_softmax(const lk_softmax_args *a);
 lk_status lk_ref_unary(const lk_unary_args *a);
 lk_status lk_ref_binary(const lk_binary_args *a);
 lk_status lk_ref_quantize_act(const lk_quant_args *a);
+/* lk_rmsnorm then lk_quantize_act, row by row through an f32 row. */
+lk_status lk_ref_rmsnorm_quantize(const lk_norm_quant_args *a);
 lk_status lk_ref_quantize_ternary(const lk_quant_args *a);
 lk_status lk_ref_ternary_pack(const lk_pack_args *a);
 lk_status lk_ref_ternary_unpack(const lk_pack_args *a);

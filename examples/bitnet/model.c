@@ -669,16 +669,17 @@ int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t ma
         }                                                                               \
     } while (0)
 
-/* BitLinear: y = ternary(W) . int8(x) for the rows of x (M x K). */
-static int bitlinear(bn_model *m, const lk_tensor *x, int64_t M, const bn_tdev *w, int64_t n,
-                     const lk_tensor *y, int quantize, char *err, size_t errlen)
+/* BitLinear after the norm that feeds it: y = ternary(W) . int8(rmsnorm(x) * nw)
+ * for the rows of x (M x K), the norm and the activation quantisation in
+ * one op (the bits of lk_rmsnorm then lk_quantize_act). */
+static int bitlinear(bn_model *m, const lk_tensor *x, const lk_tensor *nw, int64_t M,
+                     const bn_tdev *w, int64_t n, const lk_tensor *y, char *err, size_t errlen)
 {
     lk_tensor xq = lk_mat(m->xq, LK_I8, M, x->cols), xs = lk_mat(m->xs, LK_F32, M, 1);
     lk_tensor wt = lk_mat(w->codes, LK_T2, n, x->cols);
     wt.ld = (x->cols + 3) / 4 * 4;
     lk_tensor ws = lk_mat(w->scale, LK_F32, 1, w->nscale);
-    if (quantize)
-        TRY(lk_quantize_act(m->q, x, &xq, &xs));
+    TRY(lk_rmsnorm_quantize(m->q, x, nw, m->c.eps, &xq, &xs));
     if (w->prep)
         TRY(lk_ternary_linear(m->q, &xq, &xs, w->prep, y));
     else
@@ -720,8 +721,7 @@ static int layer_front(bn_model *m, bn_acts *a, int64_t l, char *err, size_t err
     const int64_t qd = c->n_head * c->head_dim, kvd = c->n_kv * c->head_dim;
     bn_ldev *D = &m->L[l];
     lk_tensor an = lk_mat(D->attn_norm, LK_F32, 1, c->dim);
-    TRY(lk_rmsnorm(m->q, &a->x, &an, c->eps, &a->xn));
-    if (bitlinear(m, &a->xn, a->M, &D->qkv, qd + 2 * kvd, &a->qkv, 1, err, errlen))
+    if (bitlinear(m, &a->x, &an, a->M, &D->qkv, qd + 2 * kvd, &a->qkv, err, errlen))
         return -1;
     TRY(lk_rope(m->q, &a->qr, &a->pos, c->head_dim, c->theta, c->rope_flags, &a->qr));
     return 0;
@@ -773,18 +773,15 @@ static int layer_back(bn_model *m, bn_acts *a, int64_t l, int64_t cache_len, cha
     lk_tensor pa = lk_mat(m->pos, LK_I32, T, 1);
     pa.batch_stride = T;
     TRY(lk_attention(m->q, &qa, &kc, &vc, &pa, c->n_head, c->n_kv, scale, &oa, a->B));
-    TRY(lk_rmsnorm(m->q, &a->att, &asn, c->eps, &a->xna));
-    if (bitlinear(m, &a->xna, a->M, &D->t[3], c->dim, &a->tmp, 1, err, errlen))
+    if (bitlinear(m, &a->att, &asn, a->M, &D->t[3], c->dim, &a->tmp, err, errlen))
         return -1;
     TRY(lk_binary(m->q, LK_BINARY_ADD, &a->x, &a->tmp, &a->x));
 
-    TRY(lk_rmsnorm(m->q, &a->x, &fn, c->eps, &a->xn));
-    if (bitlinear(m, &a->xn, a->M, &D->gu, 2 * c->ffn, &a->gu, 1, err, errlen))
+    if (bitlinear(m, &a->x, &fn, a->M, &D->gu, 2 * c->ffn, &a->gu, err, errlen))
         return -1;
     TRY(lk_unary(m->q, LK_UNARY_RELU2, &a->gv, &a->gv));
     TRY(lk_binary(m->q, LK_BINARY_MUL, &a->gv, &a->uv, &a->g));
-    TRY(lk_rmsnorm(m->q, &a->g, &fsn, c->eps, &a->u));
-    if (bitlinear(m, &a->u, a->M, &D->t[6], c->dim, &a->tmp, 1, err, errlen))
+    if (bitlinear(m, &a->g, &fsn, a->M, &D->t[6], c->dim, &a->tmp, err, errlen))
         return -1;
     TRY(lk_binary(m->q, LK_BINARY_ADD, &a->x, &a->tmp, &a->x));
     return 0;

@@ -54,6 +54,7 @@ typedef enum lk_op {
     LK_OP_ROPE,
     LK_OP_ATTENTION,
     LK_OP_EMBEDDING,
+    LK_OP_RMSNORM_QUANTIZE,
     LK_OP_COUNT_ /* not an op */
 } lk_op;
 
@@ -93,6 +94,11 @@ typedef struct lk_binary_args {
 typedef struct lk_quant_args {   /* quantize_act and quantize_ternary */
     lk_tensor x, q, scale;
 } lk_quant_args;
+
+typedef struct lk_norm_quant_args { /* rmsnorm_quantize */
+    lk_tensor x, weight, q, scale;  /* weight data == NULL: none */
+    float eps;
+} lk_norm_quant_args;
 
 typedef struct lk_pack_args {    /* ternary pack and unpack */
     lk_tensor src, dst;
@@ -166,6 +172,8 @@ typedef struct lk_kernels {
     void (*weights_destroy)(void *dev, void *prepared);
     lk_status (*linear)(void *queue, const lk_linear_args *args);
     lk_status (*ternary_linear)(void *queue, const lk_linear_args *args);
+    /* lk_rmsnorm_quantize: NULL means LK_ERR_UNSUPPORTED (no fallback). */
+    lk_status (*rmsnorm_quantize)(void *queue, const lk_norm_quant_args *args);
 } lk_kernels;
 
 typedef struct lk_device_iface {

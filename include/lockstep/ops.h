@@ -117,6 +117,13 @@ LK_API lk_status lk_binary(lk_queue *q, lk_binary_op op, const lk_tensor *a,
 LK_API lk_status lk_quantize_act(lk_queue *q, const lk_tensor *x, const lk_tensor *xq,
                                  const lk_tensor *scale);
 
+/* The bits of lk_rmsnorm(q, x, weight, eps, y) with y f32 rows x cols,
+ * then lk_quantize_act(q, y, xq, scale), without y: the input of a
+ * ternary projection in one pass.  x and weight as for lk_rmsnorm, x has
+ * cols >= 1; xq LK_I8 with x's shape, scale rows x 1 f32. */
+LK_API lk_status lk_rmsnorm_quantize(lk_queue *q, const lk_tensor *x, const lk_tensor *weight,
+                                     float eps, const lk_tensor *xq, const lk_tensor *scale);
+
 /* BitNet b1.58 weights, whole tensor: m = max(mean(|w|), 1e-5),
  * t = clamp(rne(w / m), -1, 1), packed into wq (LK_T2, w's shape); scale
  * is 1 x 1 f32 and receives m (w ~ t * m). */

@@ -385,6 +385,7 @@ static const char *const op_names[LK_OP_COUNT_] = {
     [LK_OP_ROPE] = "rope",
     [LK_OP_ATTENTION] = "attention",
     [LK_OP_EMBEDDING] = "embedding",
+    [LK_OP_RMSNORM_QUANTIZE] = "rmsnorm_quantize",
 };
 
 static lk_op op_from_env(const char *var)

@@ -5,6 +5,7 @@
 
 #include "backends/cpu/kernels/elem.h"
 #include "backends/cpu/kernels/lanes.h"
+#include "backends/cpu/kernels/quant_row.h"
 #include "backends/cpu/threads.h"
 
 typedef struct norm_job {
@@ -112,4 +113,60 @@ LK_CPU_DEFINE(rmsnorm, lk_norm_args)
 LK_CPU_DEFINE(layernorm, lk_norm_args)
 {
     return norm((lk_cpu_queue *)queue, args, 1, "lk_layernorm");
+}
+
+/* lk_rmsnorm_quantize: each row is normalised into a per-thread f32 row
+ * (the y lk_rmsnorm would store) and quantised from there, as quant.c's
+ * quantize_act does; the row never leaves the cache. */
+typedef struct nq_job {
+    const lk_norm_quant_args *a;
+    const float *w;  /* f32 weight row, NULL when absent */
+    float *buf;      /* per thread: the widened x row (non-f32 x), then y */
+    int64_t per;     /* floats per thread */
+} nq_job;
+
+static void nq_rows(void *p, int64_t r0, int64_t r1, int tid)
+{
+    const nq_job *j = (const nq_job *)p;
+    const lk_norm_quant_args *a = j->a;
+    const int64_t n = a->x.cols;
+    float *xb = j->buf + tid * j->per;
+    float *y = a->x.dtype == LK_F32 ? xb : xb + n;
+    const int64_t es = dt_size(a->x.dtype);
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = row_f32(&a->x, r, xb);
+        const float ss = lane_sum(LANE_SQ, x, n, 0.0f);
+        const float rs = 1.0f / sqrtf(ss / (float)n + a->eps);
+        const char *pf = r + 1 < r1 ? (const char *)a->x.data + (r + 1) * a->x.ld * es : NULL;
+        if (j->w)
+            norm_apply(0, 1, 0, x, j->w, NULL, 0.0f, rs, y, LK_F32, 0, n, pf, es);
+        else
+            norm_apply(0, 0, 0, x, NULL, NULL, 0.0f, rs, y, LK_F32, 0, n, pf, es);
+        const float s = 127.0f / lk_maximum(row_absmax(y, n), LK_QUANT_EPS);
+        quantize_row(y, n, s, 0, -128.0f, 127.0f, (int8_t *)a->q.data + r * a->q.ld);
+        st1(a->scale.data, a->scale.dtype, r * a->scale.ld, s);
+    }
+}
+
+LK_CPU_DEFINE(rmsnorm_quantize, lk_norm_quant_args)
+{
+    lk_cpu_queue *q = (lk_cpu_queue *)queue;
+    const lk_norm_quant_args *a = args;
+    const int64_t rows = a->x.rows, n = a->x.cols;
+    if (rows == 0 || n == 0)
+        return LK_OK;
+    const int nt = lk_cpu_threads_for(q, 3.0 * (double)rows * (double)n * (double)dt_size(a->x.dtype),
+                                      rows);
+    const int hw = a->weight.data != NULL, ww = hw && a->weight.dtype != LK_F32;
+    /* 16 floats of padding keep each thread's rows apart */
+    const int64_t per = (a->x.dtype == LK_F32 ? n : 2 * n) + 16;
+    float *mem = (float *)lk_cpu_scratch(q, ((size_t)nt * (size_t)per + (size_t)ww * (size_t)n) * sizeof(float) + 64,
+                                         "lk_rmsnorm_quantize");
+    if (mem == NULL)
+        return LK_ERR_OUT_OF_MEMORY;
+    nq_job j = {a, NULL, mem, per};
+    if (hw)
+        j.w = row_f32(&a->weight, 0, mem + (size_t)nt * (size_t)per);
+    lk_cpu_for(nt, rows, nq_rows, &j);
+    return LK_OK;
 }

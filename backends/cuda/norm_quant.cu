@@ -1,0 +1,160 @@
+/* Lockstep CUDA: lk_rmsnorm_quantize (docs/numerics.md, "RMSNorm then
+ * activation quantisation"), the bits of lk_rmsnorm into an f32 row and
+ * lk_quantize_act of that row.
+ *
+ * Rows of up to LK_RR_MAX elements: one block per row, the row in
+ * registers (rows_reg.cuh).  The steps are norm.cu's register kernel up to
+ * y_i = (x_i * r) * w_i, each an f32 rounding, so v_j holds exactly the f32
+ * y that lk_rmsnorm would store; then quant.cu's activation steps on it:
+ * amax = maximum of |y_i| from +0 (order-free), s = 127 / maximum(amax,
+ * 1e-5), q_i = rne(clamp(y_i * s)) with NaN -> 0.  y never reaches memory.
+ * A NaN y_i the store would canonicalise only reaches memory through
+ * amax and s, which lk_maximum and the scale's store canonicalise too.
+ *
+ * Longer rows: lk_rmsnorm into the queue's workspace, then
+ * lk_quantize_act from it, in bands of rows that fit. */
+#include <string.h>
+
+#include "backends/cuda/rows.cuh"
+#include "backends/cuda/rows_reg.cuh"
+
+namespace {
+
+__device__ __forceinline__ int8_t nq_quantize(float v)
+{
+    if (lk_isnan(v))
+        return 0;
+    return (int8_t)(int)lk_rne(lk_minimum(lk_maximum(v, -128.0f), 127.0f));
+}
+
+struct nq_absmax {
+    /* |b| >= +0 and the partials are >= +0 (or NaN): fabs changes nothing
+     * there, so the same op folds terms and partials */
+    __device__ __forceinline__ float operator()(float a, float b) const
+    {
+        return lk_maximum(a, lk_fabs(b));
+    }
+};
+
+/* PRE: the weight loaded with the row (a few rows, H = 2), as in norm.cu. */
+template <lk_dtype DX, int J, int H, bool PRE>
+__global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H,
+                                  H == 1 ? 1 : PRE ? 2 : 1024 / (64 * H))
+    norm_quant_reg_kernel(lk_norm_quant_args a)
+{
+    typedef typename lk_elem<DX>::T TX;
+    __shared__ float sh[LK_RR_SMEM];
+    const int64_t n = a.x.cols;
+    const float nf = __ll2float_rn(n);
+    float wv[J]; /* PRE only */
+    if (PRE && a.weight.data)
+        lk_rr_load_any<J, H>(wv, a.weight.data, a.weight.dtype, n);
+    for (int64_t r = blockIdx.x; r < a.x.rows; r += gridDim.x) {
+        float v[J];
+        lk_rr_load<DX, J, H>(v, (const TX *)a.x.data + r * a.x.ld, n);
+        const float ss = lk_rr_sum<true, J, H>(v, n, sh, lk_identity());
+        const float rs = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, nf), a.eps)));
+#pragma unroll
+        for (int j = 0; j < J; j++)
+            v[j] = __fmul_rn(v[j], rs);
+        if (a.weight.data) {
+            if (PRE) {
+#pragma unroll
+                for (int j = 0; j < J; j++)
+                    v[j] = __fmul_rn(v[j], wv[j]);
+            } else {
+                lk_rr_apply<J, H>(v, a.weight.data, a.weight.dtype, n, lk_rr_mul());
+            }
+        }
+        /* v_j is now lk_rmsnorm's f32 y */
+        const float amax = lk_rr_fold<J, H>(v, n, sh, 0.0f, nq_absmax());
+        const float s = __fdiv_rn(127.0f, lk_maximum(amax, LK_QUANT_EPS));
+        int8_t *qr = (int8_t *)a.q.data + r * a.q.ld;
+#pragma unroll
+        for (int j = 0; j < J; j++) {
+            const int64_t i = lk_rr_index<J, H>(j);
+            if (i < n)
+                qr[i] = nq_quantize(__fmul_rn(v[j], s));
+        }
+        if (threadIdx.x == 0)
+            lk_store_any(a.scale.data, a.scale.dtype, r * a.scale.ld, s);
+    }
+}
+
+#define NQ_PRE_ROWS 256
+
+template <lk_dtype DX, int J, int H>
+static void nq_launch(const lk_norm_quant_args &a, unsigned threads, cudaStream_t st)
+{
+    const dim3 grid(lk_rr_grid(a.x.rows));
+    if (H == 2 && a.x.rows <= NQ_PRE_ROWS)
+        norm_quant_reg_kernel<DX, J, H, H == 2><<<grid, threads, 0, st>>>(a);
+    else
+        norm_quant_reg_kernel<DX, J, H, false><<<grid, threads, 0, st>>>(a);
+}
+
+/* Rows past LK_RR_MAX: the two ops through the workspace, band by band. */
+lk_status nq_two_pass(void *queue, lk_op_scope &op, const lk_norm_quant_args *a)
+{
+    const int64_t n = a->x.cols;
+    const int64_t band = (int64_t)(op.q->ws_bytes / sizeof(float)) / n;
+    if (band < 1)
+        return op.fail(LK_ERR_OUT_OF_MEMORY,
+                       "lk_rmsnorm_quantize: rows of %lld elements need a queue workspace of "
+                       "%llu bytes; it has %zu (set LOCKSTEP_CUDA_WORKSPACE before creating "
+                       "the queue)",
+                       (long long)n, (unsigned long long)n * 4, op.q->ws_bytes);
+    for (int64_t r0 = 0; r0 < a->x.rows; r0 += band) {
+        const int64_t nr = a->x.rows - r0 < band ? a->x.rows - r0 : band;
+        lk_norm_args na;
+        memset(&na, 0, sizeof na);
+        na.x = a->x;
+        na.x.data = (char *)a->x.data + r0 * a->x.ld * (int64_t)lk_dtype_bytes(a->x.dtype);
+        na.x.rows = nr;
+        na.weight = a->weight;
+        na.y = lk_mat(op.q->ws, LK_F32, nr, n);
+        na.eps = a->eps;
+        lk_status st = lk_cuda_rmsnorm(queue, &na);
+        if (st != LK_OK)
+            return st;
+        lk_quant_args qa;
+        memset(&qa, 0, sizeof qa);
+        qa.x = na.y;
+        qa.q = a->q;
+        qa.q.data = (int8_t *)a->q.data + r0 * a->q.ld;
+        qa.q.rows = nr;
+        qa.scale = a->scale;
+        qa.scale.data = (float *)a->scale.data + r0 * a->scale.ld;
+        qa.scale.rows = nr;
+        st = lk_cuda_quantize_act(queue, &qa);
+        if (st != LK_OK)
+            return st;
+    }
+    return LK_OK;
+}
+
+} // namespace
+
+extern "C" lk_status lk_cuda_rmsnorm_quantize(void *queue, const lk_norm_quant_args *a)
+{
+    lk_op_scope op(queue, "lk_rmsnorm_quantize");
+    if (!op.ok())
+        return op.status();
+    const int64_t n = a->x.cols;
+    if (a->x.rows <= 0 || n <= 0)
+        return LK_OK;
+    if (n > LK_RR_MAX)
+        return nq_two_pass(queue, op, a);
+    /* rows of one chunk past 1024: two threads per lane, as norm.cu */
+    const bool split = n > 16 * LK_LANES && n <= LK_CHUNK;
+    const unsigned threads = split ? 2 * 64 : lk_rr_threads(n);
+    LK_FLOAT_SWITCH(a->x.dtype, DX, {
+        if (split)
+            nq_launch<DX, 32, 2>(*a, threads, op.stream());
+        else if (lk_rr_j(n) == 16)
+            nq_launch<DX, 16, 1>(*a, threads, op.stream());
+        else
+            nq_launch<DX, 64, 1>(*a, threads, op.stream());
+    });
+    return op.launched();
+}
