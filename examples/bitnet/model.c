@@ -443,7 +443,7 @@ struct bn_model {
     bn_ldev *L;
     /* activations: M = max_b * max_t rows; qkv rows are q | k | v, gu
      * rows gate | up */
-    float *x, *xn, *qkv, *att, *tmp, *gu, *g, *u, *logits;
+    float *x, *xn, *qkv, *att, *tmp, *gu, *g, *logits; /* xn: the head's normed rows */
     int8_t *xq;
     float *xs;
     int32_t *ids, *pos;
@@ -625,7 +625,6 @@ int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t ma
     ok = ok && (m->att = dalloc(m, (size_t)(M * qd) * 4));
     ok = ok && (m->tmp = dalloc(m, (size_t)(M * c->dim) * 4));
     ok = ok && (m->g = dalloc(m, (size_t)(M * c->ffn) * 4));
-    ok = ok && (m->u = dalloc(m, (size_t)(M * c->ffn) * 4));
     ok = ok && (m->logits = dalloc(m, (size_t)(max_batch * c->vocab) * 4));
     ok = ok && (m->xq = dalloc(m, (size_t)(M * wide)));
     ok = ok && (m->xs = dalloc(m, (size_t)M * 4));
@@ -691,7 +690,7 @@ static int bitlinear(bn_model *m, const lk_tensor *x, const lk_tensor *nw, int64
  * (RoPE rotates both in one call), gv and uv the gate and up parts of gu. */
 typedef struct bn_acts {
     int64_t B, T, M;
-    lk_tensor x, tmp, xn, xna, qkv, qr, att, gu, gv, uv, g, u, idt, pos, emb;
+    lk_tensor x, tmp, qkv, qr, att, gu, gv, uv, g, idt, pos, emb;
 } bn_acts;
 
 static bn_acts acts(bn_model *m, int64_t B, int64_t T)
@@ -701,14 +700,13 @@ static bn_acts acts(bn_model *m, int64_t B, int64_t T)
     bn_acts a;
     a.B = B, a.T = T, a.M = M;
     a.x = lk_mat(m->x, LK_F32, M, c->dim), a.tmp = lk_mat(m->tmp, LK_F32, M, c->dim);
-    a.xn = lk_mat(m->xn, LK_F32, M, c->dim), a.xna = lk_mat(m->xn, LK_F32, M, qd);
     a.qkv = lk_mat(m->qkv, LK_F32, M, qd + 2 * kvd);
     a.qr = lk_mat_ld(m->qkv, LK_F32, M, qd + kvd, qd + 2 * kvd);
     a.att = lk_mat(m->att, LK_F32, M, qd);
     a.gu = lk_mat(m->gu, LK_F32, M, 2 * c->ffn);
     a.gv = lk_mat_ld(m->gu, LK_F32, M, c->ffn, 2 * c->ffn);
     a.uv = lk_mat_ld(m->gu + c->ffn, LK_F32, M, c->ffn, 2 * c->ffn);
-    a.g = lk_mat(m->g, LK_F32, M, c->ffn), a.u = lk_mat(m->u, LK_F32, M, c->ffn);
+    a.g = lk_mat(m->g, LK_F32, M, c->ffn);
     a.idt = lk_mat(m->ids, LK_I32, M, 1), a.pos = lk_mat(m->pos, LK_I32, M, 1);
     a.emb = lk_mat(m->embd, LK_BF16, c->vocab, c->dim);
     return a;
