@@ -32,6 +32,7 @@
 #   BENCH_ARGS  extra arguments for the benchmark (e.g. --quick)
 #   LOCKCHECK_ARGS  extra arguments for lockstep check (e.g. --full)
 #   TIMEOUT     seconds per sanitizer run (default 270)
+#   SANITIZE_TESTS  the tests memcheck and racecheck run (default tests/test_cuda)
 #
 # The summary table is printed last; the exit status is the number of
 # failed stages.
@@ -168,16 +169,23 @@ sanitize() { # TOOL
     record "$1" SKIP 0 "compute-sanitizer not found"
     return
   fi
-  ( cd "$B" && LOCKSTEP_CUDA_TEST_SMALL=1 timeout "$TIMEOUT" ./libtool --mode=execute \
-      "$SANITIZER" --tool "$1" --report-api-errors no --error-exitcode 99 --print-limit 20 tests/test_cuda ) \
-      > "$OUT/$1.log" 2>&1
-  st=$?
-  errs=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/$1.log" | tail -1)
+  : > "$OUT/$1.log"
+  st=0
+  # shellcheck disable=SC2086 # SANITIZE_TESTS is a list of words
+  for t in ${SANITIZE_TESTS:-tests/test_cuda}; do
+    ( cd "$B" && LOCKSTEP_CUDA_TEST_SMALL=1 timeout "$TIMEOUT" ./libtool --mode=execute \
+        "$SANITIZER" --tool "$1" --report-api-errors no --error-exitcode 99 --print-limit 20 "$t" ) \
+        >> "$OUT/$1.log" 2>&1
+    s=$?
+    test $st -eq 0 && st=$s
+  done
+  errs=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/$1.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')
   notok=$(grep -c "^not ok" "$OUT/$1.log")
+  tests=${SANITIZE_TESTS:-tests/test_cuda}
   case $st in
-    0) record "$1" ok $(($(now) - t0)) "${errs:-no summary}; not ok: $notok" ;;
+    0) record "$1" ok $(($(now) - t0)) "${errs:-no summary} not ok: $notok ($tests)" ;;
     124) record "$1" FAIL $(($(now) - t0)) "timed out after ${TIMEOUT}s" ;;
-    *) record "$1" FAIL $(($(now) - t0)) "exit $st; ${errs:-no summary}; not ok: $notok" ;;
+    *) record "$1" FAIL $(($(now) - t0)) "exit $st; ${errs:-no summary} not ok: $notok" ;;
   esac
 }
 
