@@ -173,7 +173,8 @@ sanitize() { # TOOL
   st=0
   # shellcheck disable=SC2086 # SANITIZE_TESTS is a list of words
   for t in ${SANITIZE_TESTS:-tests/test_cuda}; do
-    ( cd "$B" && LOCKSTEP_CUDA_TEST_SMALL=1 timeout "$TIMEOUT" ./libtool --mode=execute \
+    ( cd "$B" && LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" LOCKSTEP_CUDA_TEST_SMALL=1 \
+        timeout "$TIMEOUT" ./libtool --mode=execute \
         "$SANITIZER" --tool "$1" --report-api-errors no --error-exitcode 99 --print-limit 20 "$t" ) \
         >> "$OUT/$1.log" 2>&1
     s=$?

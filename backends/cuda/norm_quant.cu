@@ -2,8 +2,8 @@
  * activation quantisation"), the bits of lk_rmsnorm into an f32 row and
  * lk_quantize_act of that row.
  *
- * Rows of up to LK_RR_MAX elements: one block per row, the row in
- * registers (rows_reg.cuh).  The steps are norm.cu's register kernel up to
+ * Rows of up to one chunk (4096 elements, the model's hidden size of
+ * 2560 among them): one block per row, the row in registers (rows_reg.cuh).  The steps are norm.cu's register kernel up to
  * y_i = (x_i * r) * w_i, each an f32 rounding, so v_j holds exactly the f32
  * y that lk_rmsnorm would store; then quant.cu's activation steps on it:
  * amax = maximum of |y_i| from +0 (order-free), s = 127 / maximum(amax,
@@ -12,7 +12,11 @@
  * amax and s, which lk_maximum and the scale's store canonicalise too.
  *
  * Longer rows: lk_rmsnorm into the queue's workspace, then
- * lk_quantize_act from it, in bands of rows that fit. */
+ * lk_quantize_act from it, in bands of rows that fit.  On the H200 the
+ * one-block register kernel for a row of 6912 (two chunks, 64 terms per
+ * thread) took 26 us against 9 + 8.5 us for the two ops (Nsight, one
+ * decode step of the BitNet demo, 2026-11-21), so rows past one chunk take
+ * the two ops. */
 #include <string.h>
 
 #include "backends/cuda/rows.cuh"
@@ -93,7 +97,7 @@ static void nq_launch(const lk_norm_quant_args &a, unsigned threads, cudaStream_
         norm_quant_reg_kernel<DX, J, H, false><<<grid, threads, 0, st>>>(a);
 }
 
-/* Rows past LK_RR_MAX: the two ops through the workspace, band by band. */
+/* Rows past one chunk: the two ops through the workspace, band by band. */
 lk_status nq_two_pass(void *queue, lk_op_scope &op, const lk_norm_quant_args *a)
 {
     const int64_t n = a->x.cols;
@@ -143,18 +147,16 @@ extern "C" lk_status lk_cuda_rmsnorm_quantize(void *queue, const lk_norm_quant_a
     const int64_t n = a->x.cols;
     if (a->x.rows <= 0 || n <= 0)
         return LK_OK;
-    if (n > LK_RR_MAX)
+    if (n > LK_CHUNK)
         return nq_two_pass(queue, op, a);
     /* rows of one chunk past 1024: two threads per lane, as norm.cu */
-    const bool split = n > 16 * LK_LANES && n <= LK_CHUNK;
+    const bool split = n > 16 * LK_LANES;
     const unsigned threads = split ? 2 * 64 : lk_rr_threads(n);
     LK_FLOAT_SWITCH(a->x.dtype, DX, {
         if (split)
             nq_launch<DX, 32, 2>(*a, threads, op.stream());
-        else if (lk_rr_j(n) == 16)
-            nq_launch<DX, 16, 1>(*a, threads, op.stream());
         else
-            nq_launch<DX, 64, 1>(*a, threads, op.stream());
+            nq_launch<DX, 16, 1>(*a, threads, op.stream());
     });
     return op.launched();
 }
