@@ -24,22 +24,6 @@
 
 namespace {
 
-__device__ __forceinline__ int8_t nq_quantize(float v)
-{
-    if (lk_isnan(v))
-        return 0;
-    return (int8_t)(int)lk_rne(lk_minimum(lk_maximum(v, -128.0f), 127.0f));
-}
-
-struct nq_absmax {
-    /* |b| >= +0 and the partials are >= +0 (or NaN): fabs changes nothing
-     * there, so the same op folds terms and partials */
-    __device__ __forceinline__ float operator()(float a, float b) const
-    {
-        return lk_maximum(a, lk_fabs(b));
-    }
-};
-
 /* PRE: the weight loaded with the row (a few rows, H = 2), as in norm.cu. */
 template <lk_dtype DX, int J, int H, bool PRE>
 __global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H,
@@ -47,7 +31,10 @@ __global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H,
     norm_quant_reg_kernel(lk_norm_quant_args a)
 {
     typedef typename lk_elem<DX>::T TX;
+    /* rows of one chunk: 64 H threads, so 2 H warps */
+    enum { NW = 2 * H };
     __shared__ float sh[LK_RR_SMEM];
+    __shared__ unsigned red[NW];
     const int64_t n = a.x.cols;
     const float nf = __ll2float_rn(n);
     float wv[J]; /* PRE only */
@@ -70,15 +57,35 @@ __global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H,
                 lk_rr_apply<J, H>(v, a.weight.data, a.weight.dtype, n, lk_rr_mul());
             }
         }
-        /* v_j is now lk_rmsnorm's f32 y */
-        const float amax = lk_rr_fold<J, H>(v, n, sh, 0.0f, nq_absmax());
-        const float s = __fdiv_rn(127.0f, lk_maximum(amax, LK_QUANT_EPS));
-        int8_t *qr = (int8_t *)a.q.data + r * a.q.ld;
+        /* v_j is now lk_rmsnorm's f32 y.  amax: independent chains of
+         * integer maxima (lk_qa_bits), a REDUX per warp, one barrier; red is
+         * written again only after the next row's lk_rr_sum barriers. */
+        unsigned m[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
-        for (int j = 0; j < J; j++) {
-            const int64_t i = lk_rr_index<J, H>(j);
-            if (i < n)
-                qr[i] = nq_quantize(__fmul_rn(v[j], s));
+        for (int j = 0; j < J; j++)
+            if (lk_rr_index<J, H>(j) < n)
+                m[j & 3] = max(m[j & 3], lk_qa_bits(v[j]));
+        unsigned mw = lk_qa_warp_max(max(max(m[0], m[1]), max(m[2], m[3])));
+        if ((threadIdx.x & 31) == 0)
+            red[threadIdx.x >> 5] = mw;
+        __syncthreads();
+        mw = red[0];
+#pragma unroll
+        for (int w = 1; w < NW; w++)
+            mw = max(mw, red[w]);
+        const float s = __fdiv_rn(127.0f, lk_maximum(lk_qa_amax(mw), LK_QUANT_EPS));
+        int8_t *qr = (int8_t *)a.q.data + r * a.q.ld;
+        if (lk_rr_full<J, H>(n)) {
+#pragma unroll
+            for (int j = 0; j < J; j++)
+                qr[lk_rr_index<J, H>(j)] = (int8_t)lk_qa_q8(__fmul_rn(v[j], s));
+        } else {
+#pragma unroll
+            for (int j = 0; j < J; j++) {
+                const int64_t i = lk_rr_index<J, H>(j);
+                if (i < n)
+                    qr[i] = (int8_t)lk_qa_q8(__fmul_rn(v[j], s));
+            }
         }
         if (threadIdx.x == 0)
             lk_store_any(a.scale.data, a.scale.dtype, r * a.scale.ld, s);

@@ -10,6 +10,7 @@
  * ws[N] and the scale; then one thread per packed byte computes
  * t = rne(clamp(w / m, -1, 1)) (NaN -> 0) for its four weights. */
 #include "backends/cuda/rows.cuh"
+#include "backends/cuda/rows_reg.cuh"
 
 namespace {
 
@@ -56,7 +57,7 @@ __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
 /* Rows of up to LK_QA_REG_MAX elements (every activation row of a decoder):
  * one block of LK_QA_THREADS per row, each thread holding its elements in
  * registers, so the row is read once with all loads in flight, the
- * absmax is one warp shuffle tree plus one barrier, and the quantised
+ * absmax is an integer tree, one REDUX per warp and one barrier, and the quantised
  * values go out four per store.  VEC: x rows 16-byte aligned (float4 or 4
  * halves) and q rows 4-byte aligned; element 4v + e belongs to thread
  * v mod LK_QA_THREADS.  The maximum is order-free, the rest per element,
@@ -69,8 +70,9 @@ template <lk_dtype DX, bool VEC>
 __global__ void __launch_bounds__(LK_QA_THREADS) quantize_act_reg_kernel(lk_quant_args a)
 {
     typedef typename lk_elem<DX>::T TX;
-    __shared__ float red[LK_QA_THREADS / 32];
+    __shared__ unsigned red[2][LK_QA_THREADS / 32];
     const int n = (int)a.x.cols, tid = threadIdx.x;
+    int par = 0;
     for (int64_t r = blockIdx.x; r < a.x.rows; r += gridDim.x) {
         const TX *xr = (const TX *)a.x.data + r * a.x.ld;
         int8_t *qr = (int8_t *)a.q.data + r * a.q.ld;
@@ -87,23 +89,31 @@ __global__ void __launch_bounds__(LK_QA_THREADS) quantize_act_reg_kernel(lk_quan
                     v[u][e] = i + e < n ? lk_elem<DX>::load(xr, i + e) : 0.0f;
             }
         }
-        /* |x| >= +0, so +0 is the identity of this maximum (padding is +0) */
-        float m = 0.0f;
+        /* |x| >= +0, so +0 is the identity of this maximum (padding is +0);
+         * on bit patterns (lk_qa_bits), as a tree */
+        unsigned m[LK_QA_PER];
 #pragma unroll
         for (int u = 0; u < LK_QA_PER; u++)
+            m[u] = max(max(lk_qa_bits(v[u][0]), lk_qa_bits(v[u][1])),
+                       max(lk_qa_bits(v[u][2]), lk_qa_bits(v[u][3])));
 #pragma unroll
-            for (int e = 0; e < 4; e++)
-                m = lk_maximum(m, lk_fabs(v[u][e]));
-        m = lk_warp_maximum(m);
+        for (int k = LK_QA_PER / 2; k >= 1; k >>= 1)
+#pragma unroll
+            for (int u = 0; u < k; u++)
+                m[u] = max(m[u], m[u + k]);
+        unsigned mw = lk_qa_warp_max(m[0]);
+        /* red[par] is written again two rows on, after the next row's
+         * barrier: one barrier per row */
+        unsigned *rw = red[par];
+        par ^= 1;
         if ((tid & 31) == 0)
-            red[tid / 32] = m;
+            rw[tid / 32] = mw;
         __syncthreads();
-        float amax = red[0];
+        mw = rw[0];
 #pragma unroll
         for (int w = 1; w < LK_QA_THREADS / 32; w++)
-            amax = lk_maximum(amax, red[w]);
-        __syncthreads(); /* red is refilled by the next row */
-        const float d = lk_maximum(amax, LK_QUANT_EPS);
+            mw = max(mw, rw[w]);
+        const float d = lk_maximum(lk_qa_amax(mw), LK_QUANT_EPS);
         const float s = __fdiv_rn(127.0f, d);
 #pragma unroll
         for (int u = 0; u < LK_QA_PER; u++) {
@@ -111,11 +121,9 @@ __global__ void __launch_bounds__(LK_QA_THREADS) quantize_act_reg_kernel(lk_quan
             int qv[4];
 #pragma unroll
             for (int e = 0; e < 4; e++)
-                qv[e] = quantize(__fmul_rn(v[u][e], s), -128.0f, 127.0f);
+                qv[e] = lk_qa_q8(__fmul_rn(v[u][e], s));
             if (VEC && i + 4 <= n) {
-                const uint32_t w = (uint32_t)(uint8_t)qv[0] | (uint32_t)(uint8_t)qv[1] << 8 |
-                                   (uint32_t)(uint8_t)qv[2] << 16 | (uint32_t)(uint8_t)qv[3] << 24;
-                *reinterpret_cast<uint32_t *>(qr + i) = w;
+                *reinterpret_cast<uint32_t *>(qr + i) = lk_qa_pack4(qv[0], qv[1], qv[2], qv[3]);
             } else {
 #pragma unroll
                 for (int e = 0; e < 4; e++)

@@ -276,6 +276,52 @@ static __device__ __forceinline__ float lk_rr_fold(const float (&v)[J], int64_t 
 
 static inline unsigned lk_rr_grid(int64_t rows) { return lk_grid_cap(rows, (int64_t)1 << 20); }
 
+/* Activation quantisation (numerics.md section 8) in few instructions, for
+ * the decode-sized kernels, whose time is their critical path.
+ *
+ * The absmax on bit patterns: with the sign cleared, the patterns of the
+ * non-NaN |x| order as their values, +0 is 0 and every NaN lies above +inf,
+ * so an unsigned maximum over them (from 0) followed by lk_qa_amax is
+ * lk_maximum's fold of |x_i| from +0, NaN winning, bit for bit: one integer
+ * op per term, and one REDUX per warp. */
+static __device__ __forceinline__ unsigned lk_qa_bits(float x)
+{
+    return __float_as_uint(x) & 0x7fffffffu;
+}
+
+static __device__ __forceinline__ float lk_qa_amax(unsigned m)
+{
+    return m > 0x7f800000u ? __uint_as_float(LK_NAN_F32_BITS) : __uint_as_float(m);
+}
+
+static __device__ __forceinline__ unsigned lk_qa_warp_max(unsigned m)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return __reduce_max_sync(LK_FULL_MASK, m);
+#else
+#pragma unroll
+    for (int d = 16; d >= 1; d >>= 1)
+        m = max(m, __shfl_xor_sync(LK_FULL_MASK, m, d));
+    return m;
+#endif
+}
+
+/* q = isnan(v) ? 0 : rne(minimum(maximum(v, -128), 127)): for non-NaN v
+ * fmaxf/fminf clamp as maximum/minimum do (the sign of a zero is lost in
+ * the integer anyway) and cvt.rni rounds half to even, exact on
+ * [-128, 127]. */
+static __device__ __forceinline__ int lk_qa_q8(float v)
+{
+    return lk_isnan(v) ? 0 : __float2int_rn(fminf(fmaxf(v, -128.0f), 127.0f));
+}
+
+/* Four codes as the little-endian bytes of one word. */
+static __device__ __forceinline__ uint32_t lk_qa_pack4(int a, int b, int c, int d)
+{
+    return __byte_perm(__byte_perm((uint32_t)a, (uint32_t)b, 0x0040),
+                       __byte_perm((uint32_t)c, (uint32_t)d, 0x0040), 0x5410);
+}
+
 /* Rows of 2 .. SC chunks on two threads per lane (H = 2, J = 32, 128 C
  * threads): Op::reg<DX, DY, 32, 2, SC>, whose kernel takes blocks of up to
  * 128 SC threads.  SC = 1 (the default) keeps such rows on H = 1 and never
