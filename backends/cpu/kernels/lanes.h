@@ -127,4 +127,93 @@ static inline float lane_sum(int kind, const float *x, int64_t n, float mean)
     return lane_chunk(LANE_SUM, buf, cnt[top], 0.0f);
 }
 
+/* A stream of prefetches spread over an in-cache pass: every call of
+ * lane_pf_step moves the target on by `step` bytes and asks for each 64-byte
+ * line of [p, end) up to it.  A pass that finds its row in cache leaves the
+ * memory idle; this keeps requests for a later row in flight through it. */
+typedef struct lane_pf {
+    const char *p, *t, *end;
+    int64_t step;
+} lane_pf;
+
+/* bytes of [base, base + bytes) over `units` calls of lane_pf_step; base
+ * NULL (or bytes 0): no prefetches. */
+LK_INLINE lane_pf lane_pf_make(const char *base, int64_t bytes, int64_t units)
+{
+    lane_pf q = {base, base, base ? base + bytes : base, 0};
+    if (units < 1)
+        units = 1;
+    q.step = (bytes + units - 1) / units;
+    return q;
+}
+
+LK_INLINE void lane_pf_step(lane_pf *q)
+{
+    q->t += q->step;
+    for (; q->p < q->t && q->p < q->end; q->p += 64)
+        __builtin_prefetch(q->p);
+}
+
+/* lane_chunk, asking q for its share once per LK_LANES terms. */
+LK_INLINE float lane_chunk_pf(const int kind, const float *x, int64_t n, float mean, lane_pf *q)
+{
+    const vf m = vf_set1(mean);
+    vf acc[LANES_NV];
+    for (int a = 0; a < LANES_NV; a++)
+        acc[a] = vf_bits(0x80000000u); /* -0 */
+    int64_t i = 0;
+    for (; i + LK_LANES <= n; i += LK_LANES) {
+        if (lk_cpu_prefetch)
+            for (int b = 0; b < LK_LANES * 4; b += 64)
+                __builtin_prefetch((const char *)(x + i) + LANE_PREFETCH + b);
+        lane_pf_step(q);
+        for (int a = 0; a < LANES_NV; a++)
+            acc[a] = lane_term(kind, acc[a], vf_load(x + i + a * VW), m);
+    }
+    for (int a = 0; a < LANES_NV && i + a * VW < n; a++) {
+        int64_t left = n - i - a * VW;
+        if (left >= VW) {
+            acc[a] = lane_term(kind, acc[a], vf_load(x + i + a * VW), m);
+        } else {
+            vf t = lane_term(kind, acc[a], vf_load_part(x + i + a * VW, (int)left, m), m);
+            acc[a] = vf_select(vm_first((int)left), t, acc[a]);
+        }
+    }
+    for (int s = LANES_NV / 2; s >= 1; s /= 2)
+        for (int a = 0; a < s; a++)
+            acc[a] = vf_add(acc[a], acc[a + s]);
+    return vf_butterfly(acc[0]);
+}
+
+static float lane_chunk_pf_any(int kind, const float *x, int64_t n, float mean, lane_pf *q)
+{
+    switch (kind) {
+    case LANE_SQ:
+        return lane_chunk_pf(LANE_SQ, x, n, mean, q);
+    case LANE_DEV_SQ:
+        return lane_chunk_pf(LANE_DEV_SQ, x, n, mean, q);
+    case LANE_ABS:
+        return lane_chunk_pf(LANE_ABS, x, n, mean, q);
+    default:
+        return lane_chunk_pf(LANE_SUM, x, n, mean, q);
+    }
+}
+
+/* lane_sum (the same bits) feeding q, which expects n / LK_LANES steps;
+ * rows of more than LK_CHUNK^2 terms ask for nothing. */
+static inline float lane_sum_pf(int kind, const float *x, int64_t n, float mean, lane_pf *q)
+{
+    if (n <= LK_CHUNK)
+        return lane_chunk_pf_any(kind, x, n, mean, q);
+    const int64_t nc = (n + LK_CHUNK - 1) / LK_CHUNK;
+    if (nc > LK_CHUNK)
+        return lane_sum(kind, x, n, mean);
+    float buf[LK_CHUNK];
+    for (int64_t c = 0; c < nc; c++) {
+        const int64_t lo = c * LK_CHUNK;
+        buf[c] = lane_chunk_pf_any(kind, x + lo, n - lo < LK_CHUNK ? n - lo : LK_CHUNK, mean, q);
+    }
+    return lane_chunk(LANE_SUM, buf, nc, 0.0f);
+}
+
 #endif
