@@ -40,93 +40,6 @@ LK_INLINE vf lane_term(const int kind, vf lane, vf x, vf m)
  * sum from 0.72 to 0.97 of the streaming read (docs/bench.md). */
 #define LANE_PREFETCH 2048
 
-/* One chunk, 1 <= n <= LK_CHUNK terms. */
-LK_INLINE float lane_chunk(const int kind, const float *x, int64_t n, float mean)
-{
-    const vf m = vf_set1(mean);
-    vf acc[LANES_NV];
-    for (int a = 0; a < LANES_NV; a++)
-        acc[a] = vf_bits(0x80000000u); /* -0 */
-    int64_t i = 0;
-    for (; i + LK_LANES <= n; i += LK_LANES) {
-        if (lk_cpu_prefetch)
-            for (int b = 0; b < LK_LANES * 4; b += 64)
-                __builtin_prefetch((const char *)(x + i) + LANE_PREFETCH + b);
-        for (int a = 0; a < LANES_NV; a++)
-            acc[a] = lane_term(kind, acc[a], vf_load(x + i + a * VW), m);
-    }
-    for (int a = 0; a < LANES_NV && i + a * VW < n; a++) {
-        int64_t left = n - i - a * VW;
-        if (left >= VW) {
-            acc[a] = lane_term(kind, acc[a], vf_load(x + i + a * VW), m);
-        } else {
-            vf t = lane_term(kind, acc[a], vf_load_part(x + i + a * VW, (int)left, m), m);
-            acc[a] = vf_select(vm_first((int)left), t, acc[a]);
-        }
-    }
-    for (int s = LANES_NV / 2; s >= 1; s /= 2)
-        for (int a = 0; a < s; a++)
-            acc[a] = vf_add(acc[a], acc[a + s]);
-    return vf_butterfly(acc[0]);
-}
-
-static float lane_chunk_any(int kind, const float *x, int64_t n, float mean)
-{
-    switch (kind) {
-    case LANE_SQ:
-        return lane_chunk(LANE_SQ, x, n, mean);
-    case LANE_DEV_SQ:
-        return lane_chunk(LANE_DEV_SQ, x, n, mean);
-    case LANE_ABS:
-        return lane_chunk(LANE_ABS, x, n, mean);
-    default:
-        return lane_chunk(LANE_SUM, x, n, mean);
-    }
-}
-
-/* Level-1 partials first .. last - 1 of a row of n terms into out. */
-static inline void lane_partials(int kind, const float *x, int64_t n, float mean,
-                                 int64_t first, int64_t last, float *out)
-{
-    for (int64_t c = first; c < last; c++) {
-        int64_t lo = c * LK_CHUNK;
-        out[c - first] = lane_chunk_any(kind, x + lo, n - lo < LK_CHUNK ? n - lo : LK_CHUNK, mean);
-    }
-}
-
-/* Partial i of level `level` (>= 1) of the tree over x; cnt[l] is the
- * number of terms at level l (cnt[0] = n). */
-static float lane_node(int kind, const float *x, float mean, const int64_t *cnt, int level,
-                       int64_t i)
-{
-    const int64_t lo = i * LK_CHUNK;
-    const int64_t c = cnt[level - 1] - lo < LK_CHUNK ? cnt[level - 1] - lo : LK_CHUNK;
-    if (level == 1)
-        return lane_chunk_any(kind, x + lo, c, mean);
-    float buf[LK_CHUNK];
-    for (int64_t j = 0; j < c; j++)
-        buf[j] = lane_node(kind, x, mean, cnt, level - 1, lo + j);
-    return lane_chunk(LANE_SUM, buf, c, 0.0f);
-}
-
-/* The lane sum of a row of n >= 1 terms. */
-static inline float lane_sum(int kind, const float *x, int64_t n, float mean)
-{
-    if (n <= LK_CHUNK)
-        return lane_chunk_any(kind, x, n, mean);
-    int64_t cnt[8];
-    int top = 0;
-    cnt[0] = n;
-    while (cnt[top] > LK_CHUNK) {
-        cnt[top + 1] = (cnt[top] + LK_CHUNK - 1) / LK_CHUNK;
-        top++;
-    }
-    float buf[LK_CHUNK];
-    for (int64_t j = 0; j < cnt[top]; j++)
-        buf[j] = lane_node(kind, x, mean, cnt, top, j);
-    return lane_chunk(LANE_SUM, buf, cnt[top], 0.0f);
-}
-
 /* A stream of prefetches spread over an in-cache pass: every call of
  * lane_pf_step moves the target on by `step` bytes and asks for each 64-byte
  * line of [p, end) up to it.  A pass that finds its row in cache leaves the
@@ -147,15 +60,19 @@ LK_INLINE lane_pf lane_pf_make(const char *base, int64_t bytes, int64_t units)
     return q;
 }
 
+/* q NULL: no stream. */
 LK_INLINE void lane_pf_step(lane_pf *q)
 {
+    if (!q)
+        return;
     q->t += q->step;
     for (; q->p < q->t && q->p < q->end; q->p += 64)
         __builtin_prefetch(q->p);
 }
 
-/* lane_chunk, asking q for its share once per LK_LANES terms. */
-LK_INLINE float lane_chunk_pf(const int kind, const float *x, int64_t n, float mean, lane_pf *q)
+/* One chunk, 1 <= n <= LK_CHUNK terms; q (NULL: none) gets one step per
+ * LK_LANES terms. */
+LK_INLINE float lane_chunk_q(const int kind, const float *x, int64_t n, float mean, lane_pf *q)
 {
     const vf m = vf_set1(mean);
     vf acc[LANES_NV];
@@ -185,35 +102,63 @@ LK_INLINE float lane_chunk_pf(const int kind, const float *x, int64_t n, float m
     return vf_butterfly(acc[0]);
 }
 
-static float lane_chunk_pf_any(int kind, const float *x, int64_t n, float mean, lane_pf *q)
+LK_INLINE float lane_chunk(const int kind, const float *x, int64_t n, float mean)
+{
+    return lane_chunk_q(kind, x, n, mean, NULL);
+}
+
+static float lane_chunk_any(int kind, const float *x, int64_t n, float mean, lane_pf *q)
 {
     switch (kind) {
     case LANE_SQ:
-        return lane_chunk_pf(LANE_SQ, x, n, mean, q);
+        return lane_chunk_q(LANE_SQ, x, n, mean, q);
     case LANE_DEV_SQ:
-        return lane_chunk_pf(LANE_DEV_SQ, x, n, mean, q);
+        return lane_chunk_q(LANE_DEV_SQ, x, n, mean, q);
     case LANE_ABS:
-        return lane_chunk_pf(LANE_ABS, x, n, mean, q);
+        return lane_chunk_q(LANE_ABS, x, n, mean, q);
     default:
-        return lane_chunk_pf(LANE_SUM, x, n, mean, q);
+        return lane_chunk_q(LANE_SUM, x, n, mean, q);
     }
 }
 
-/* lane_sum (the same bits) feeding q, which expects n / LK_LANES steps;
- * rows of more than LK_CHUNK^2 terms ask for nothing. */
-static inline float lane_sum_pf(int kind, const float *x, int64_t n, float mean, lane_pf *q)
+/* Partial i of level `level` (>= 1) of the tree over x; cnt[l] is the
+ * number of terms at level l (cnt[0] = n).  The level-1 chunks are visited
+ * in ascending order, so q streams once over the row. */
+static float lane_node(int kind, const float *x, float mean, const int64_t *cnt, int level,
+                       int64_t i, lane_pf *q)
+{
+    const int64_t lo = i * LK_CHUNK;
+    const int64_t c = cnt[level - 1] - lo < LK_CHUNK ? cnt[level - 1] - lo : LK_CHUNK;
+    if (level == 1)
+        return lane_chunk_any(kind, x + lo, c, mean, q);
+    float buf[LK_CHUNK];
+    for (int64_t j = 0; j < c; j++)
+        buf[j] = lane_node(kind, x, mean, cnt, level - 1, lo + j, q);
+    return lane_chunk(LANE_SUM, buf, c, 0.0f);
+}
+
+/* The lane sum of a row of n >= 1 terms, feeding q (NULL: none), which
+ * expects n / LK_LANES steps. */
+static inline float lane_sum_q(int kind, const float *x, int64_t n, float mean, lane_pf *q)
 {
     if (n <= LK_CHUNK)
-        return lane_chunk_pf_any(kind, x, n, mean, q);
-    const int64_t nc = (n + LK_CHUNK - 1) / LK_CHUNK;
-    if (nc > LK_CHUNK)
-        return lane_sum(kind, x, n, mean);
-    float buf[LK_CHUNK];
-    for (int64_t c = 0; c < nc; c++) {
-        const int64_t lo = c * LK_CHUNK;
-        buf[c] = lane_chunk_pf_any(kind, x + lo, n - lo < LK_CHUNK ? n - lo : LK_CHUNK, mean, q);
+        return lane_chunk_any(kind, x, n, mean, q);
+    int64_t cnt[8];
+    int top = 0;
+    cnt[0] = n;
+    while (cnt[top] > LK_CHUNK) {
+        cnt[top + 1] = (cnt[top] + LK_CHUNK - 1) / LK_CHUNK;
+        top++;
     }
-    return lane_chunk(LANE_SUM, buf, nc, 0.0f);
+    float buf[LK_CHUNK];
+    for (int64_t j = 0; j < cnt[top]; j++)
+        buf[j] = lane_node(kind, x, mean, cnt, top, j, q);
+    return lane_chunk(LANE_SUM, buf, cnt[top], 0.0f);
+}
+
+static inline float lane_sum(int kind, const float *x, int64_t n, float mean)
+{
+    return lane_sum_q(kind, x, n, mean, NULL);
 }
 
 #endif

@@ -61,7 +61,7 @@ static void norm_rows(void *p, int64_t r0, int64_t r1, int tid)
              * pass (as RMSNorm does) or half in each stayed at 0.75 */
             m = lane_sum(LANE_SUM, x, n, 0.0f) / (float)n;
             lane_pf q2 = lane_pf_make(pf, n * es, n / LK_LANES);
-            ss = lane_sum_pf(LANE_DEV_SQ, x, n, m, &q2);
+            ss = lane_sum_q(LANE_DEV_SQ, x, n, m, &q2);
             q = lane_pf_make(NULL, 0, nv);
         } else {
             ss = lane_sum(LANE_SQ, x, n, 0.0f);

@@ -152,7 +152,7 @@ static void red_chunks(void *p, int64_t c0, int64_t c1, int tid)
             j->ipart[c] = lo + row_argmax(x, len);
             break;
         default:
-            j->part[c] = lane_chunk_any(j->kind, x, len, j->mean);
+            j->part[c] = lane_chunk_any(j->kind, x, len, j->mean, NULL);
             break;
         }
     }
