@@ -150,9 +150,7 @@ static void nq_rows(void *p, int64_t r0, int64_t r1, int tid)
             norm_apply(0, 1, 0, x, j->w, NULL, 0.0f, rs, y, LK_F32, 0, n, &q);
         else
             norm_apply(0, 0, 0, x, NULL, NULL, 0.0f, rs, y, LK_F32, 0, n, &q);
-        const float s = 127.0f / lk_maximum(row_absmax(y, n), LK_QUANT_EPS);
-        quantize_row(y, n, s, 0, -128.0f, 127.0f, (int8_t *)a->q.data + r * a->q.ld);
-        st1(a->scale.data, a->scale.dtype, r * a->scale.ld, s);
+        quantize_act_row(y, n, (int8_t *)a->q.data + r * a->q.ld, &a->scale, r * a->scale.ld);
     }
 }
 

@@ -24,10 +24,7 @@ static void act_rows(void *p, int64_t r0, int64_t r1, int tid)
     const int64_t n = a->x.cols;
     for (int64_t r = r0; r < r1; r++) {
         const float *x = row_f32(&a->x, r, j->buf + tid * n);
-        float d = lk_maximum(row_absmax(x, n), LK_QUANT_EPS);
-        float s = 127.0f / d;
-        quantize_row(x, n, s, 0, -128.0f, 127.0f, (int8_t *)a->q.data + r * a->q.ld);
-        st1(a->scale.data, a->scale.dtype, r * a->scale.ld, s);
+        quantize_act_row(x, n, (int8_t *)a->q.data + r * a->q.ld, &a->scale, r * a->scale.ld);
     }
 }
 

@@ -54,4 +54,14 @@ static inline void quantize_row(const float *x, int64_t n, float s, int div, flo
         q[i] = quantize1(div ? x[i] / s : x[i] * s, lo, hi);
 }
 
+/* One row of lk_quantize_act: s = 127 / maximum(absmax, 1e-5), q = the
+ * row quantised by s, s stored at element si of scale. */
+static inline void quantize_act_row(const float *x, int64_t n, int8_t *q, const lk_tensor *scale,
+                                    int64_t si)
+{
+    const float s = 127.0f / lk_maximum(row_absmax(x, n), LK_QUANT_EPS);
+    quantize_row(x, n, s, 0, -128.0f, 127.0f, q);
+    st1(scale->data, scale->dtype, si, s);
+}
+
 #endif
