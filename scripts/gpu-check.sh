@@ -20,6 +20,10 @@
 #   demo        lockstep demo (BitNet b1.58 shapes) on cuda:0, the CPU and ref:
 #               identical logits hashes, tokens/s (DEMO_ARGS)
 #   profile     Nsight Compute on a few kernels of lockstep-cuda-bench (ncu)
+#   pdl         lockstep demo on cuda:0 alone, LOCKSTEP_CUDA_PDL=0 then 1, twice
+#               each (PDL_DEMO_ARGS): what programmatic dependent launch gives
+#   layerprof   Nsight Compute durations (ncu locks the clocks) of every kernel of
+#               one decode step of a 1-layer demo model, eager (layerprof.log)
 #
 # Environment:
 #   OUT         logs go there (default /tmp/out)
@@ -325,6 +329,50 @@ gemm_kernel:gemm f32 2048x3072x768"}
   record profile ok $(($(now) - t0)) "profile.log"
 }
 
+stage_pdl() {
+  t0=$(now)
+  : > "$OUT/pdl.log"
+  st=0
+  for rep in 1 2; do
+    for p in 0 1; do
+      echo "== LOCKSTEP_CUDA_PDL=$p (run $rep)" >> "$OUT/pdl.log"
+      # shellcheck disable=SC2086 # PDL_DEMO_ARGS is a list of words
+      ( cd "$B" && LOCKSTEP_CUDA_PDL=$p LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" \
+          timeout "$TIMEOUT" ./tools/lockstep demo \
+          ${PDL_DEMO_ARGS:---device cuda:0 --layers 30 --steps 32} ) >> "$OUT/pdl.log" 2>&1 || st=1
+    done
+  done
+  grep -E "^==|tok/s|decode|prefill" "$OUT/pdl.log" | head -60
+  if test $st -eq 0; then
+    record pdl ok $(($(now) - t0)) "pdl.log"
+  else
+    record pdl FAIL $(($(now) - t0)) "a demo run failed (pdl.log)"
+  fi
+}
+
+stage_layerprof() {
+  t0=$(now)
+  NCU=$CUDA_HOME/bin/ncu
+  test -x "$NCU" || NCU=$(command -v ncu 2>/dev/null)
+  if test -z "$NCU"; then
+    record layerprof SKIP 0 "ncu not found"
+    return
+  fi
+  ( cd "$B" && LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" timeout "$TIMEOUT" "$NCU" \
+      --metrics gpu__time_duration.sum \
+      ./tools/lockstep demo --device cuda:0 --layers 1 --steps 2 --batch 1 --no-graph ) \
+      > "$OUT/layerprof.log" 2>&1
+  st=$?
+  # kernel name and duration, in launch order, for the last decode step
+  awk '/^  [a-zA-Z_].*\(/ {k=$1} /gpu__time_duration.sum/ {print k, $(NF)}' "$OUT/layerprof.log" \
+      | tail -25
+  if test $st -eq 0; then
+    record layerprof ok $(($(now) - t0)) "layerprof.log"
+  else
+    record layerprof FAIL $(($(now) - t0)) "exit $st (layerprof.log)"
+  fi
+}
+
 for s in $STAGES; do
   case $s in
     build) stage_build ;;
@@ -337,6 +385,8 @@ for s in $STAGES; do
     cpubench) stage_cpubench ;;
     demo) stage_demo ;;
     profile) stage_profile ;;
+    pdl) stage_pdl ;;
+    layerprof) stage_layerprof ;;
     *) note "unknown stage $s"; record "$s" FAIL 0 "unknown stage" ;;
   esac
   if test "$s" = build && grep -q "^build *FAIL" "$SUMMARY"; then
