@@ -14,6 +14,7 @@
 
 #include "examples/bitnet/model.h"
 #include "examples/bitnet/sha256.h"
+#include "examples/bitnet/tokenizer.h"
 #include "examples/bitnet/vocab.h"
 #include "tools/cmd.h"
 
@@ -40,6 +41,9 @@ static void usage(FILE *f)
             "                    or F16/F32 ternary projections)\n"
             "  --i2s-block N     I2_S block size of the file: 128 (x86, default) or 64 (ARM)\n"
             "  --tokens A,B,...  the prompt's token ids (default: a fixed sequence)\n"
+            "  --prompt TEXT     the prompt as text, encoded with the --model file's\n"
+            "                    byte-level BPE tokenizer (tokenizer.ggml.*; BOS first\n"
+            "                    when the file asks for it); not with --tokens\n"
             "  --prompt-len N    length of the default prompt (default 8)\n"
             "  --steps N         decode steps (default 4)\n"
             "  --batch LIST      batch sizes to run, up to 4 (default 1,4)\n"
@@ -101,6 +105,7 @@ int lk_cmd_demo(int argc, char **argv)
     long batches[DEMO_MAX_BATCHES] = {1, 4}, toks[4096];
     int nbatch = 2, ntok = 0, tiny = 0, all = 0, full = 0, ndevname = 0, prep = 1, graph = 1;
     const char *model = NULL, *write_gguf = NULL, *rope = NULL, *devnames[DEMO_MAX_DEV];
+    const char *prompt_text = NULL;
     uint32_t gtype = LKG_T_I2_S;
     char err[512];
 
@@ -143,6 +148,8 @@ int lk_cmd_demo(int argc, char **argv)
             graph = 0;
         } else if (!strcmp(a, "--model") && v) {
             model = argv[++i];
+        } else if (!strcmp(a, "--prompt") && v) {
+            prompt_text = argv[++i];
         } else if (!strcmp(a, "--write-gguf") && v) {
             write_gguf = argv[++i];
         } else if (!strcmp(a, "--gguf-type") && v) {
@@ -170,6 +177,15 @@ int lk_cmd_demo(int argc, char **argv)
         }
 #undef NUM
     }
+    if (prompt_text && ntok) {
+        fprintf(stderr, "lockstep demo: --prompt and --tokens exclude each other\n");
+        return 2;
+    }
+    if (prompt_text && !model) {
+        fprintf(stderr, "lockstep demo: --prompt needs --model FILE.gguf (the built-in model "
+                        "has no vocabulary; give --tokens instead)\n");
+        return 2;
+    }
     if (i2s_block != 64 && i2s_block != 128) {
         fprintf(stderr, "lockstep demo: --i2s-block is 64 or 128\n");
         return 2;
@@ -186,6 +202,38 @@ int lk_cmd_demo(int argc, char **argv)
             fprintf(stderr, "lockstep demo: %s\n", err);
             lkg_close(f);
             return 1;
+        }
+        if (prompt_text) {
+            /* The text to ids, with the file's own tokenizer. */
+            bn_tokenizer *tk = NULL;
+            int32_t *ids = NULL;
+            int64_t nids = 0;
+            if (bn_tok_load(f, &tk, err, sizeof err) ||
+                bn_tok_encode(tk, prompt_text, strlen(prompt_text), -1, &ids, &nids, err,
+                              sizeof err)) {
+                fprintf(stderr, "lockstep demo: --prompt: %s\n", err);
+                bn_tok_free(tk);
+                bn_weights_free(&w);
+                lkg_close(f);
+                return 1;
+            }
+            bn_tok_free(tk);
+            if (nids < 1 || nids > 4096) {
+                fprintf(stderr, "lockstep demo: --prompt gives %lld tokens (1 to 4096 can run)\n",
+                        (long long)nids);
+                free(ids);
+                bn_weights_free(&w);
+                lkg_close(f);
+                return 2;
+            }
+            printf("prompt: %lld tokens:", (long long)nids);
+            for (int64_t t = 0; t < nids; t++) {
+                toks[t] = ids[t];
+                printf(" %d", ids[t]);
+            }
+            printf("\n");
+            ntok = (int)nids;
+            free(ids);
         }
         if (lkg_find_kv(f, "tokenizer.ggml.tokens"))
             vocab = f;

@@ -11,6 +11,8 @@ examples_bitnet_libbitnet_la_SOURCES = \
 	examples/bitnet/model.c \
 	examples/bitnet/sha256.h \
 	examples/bitnet/sha256.c \
+	examples/bitnet/tokenizer.h \
+	examples/bitnet/tokenizer.c \
 	examples/bitnet/vocab.h \
 	examples/bitnet/vocab.c
 examples_bitnet_libbitnet_la_CPPFLAGS = $(EXAMPLES_CPPFLAGS)
@@ -23,6 +25,12 @@ tools_lockstep_LDADD += examples/bitnet/libbitnet.la
 check_PROGRAMS += tests/test_gguf
 TESTS += tests/test_gguf
 tests_test_gguf_LDADD = examples/bitnet/libbitnet.la liblockstep.la
+
+# The prompt encoder (byte-level BPE): exact ids, round trips, malformed
+# metadata, a fuzz loop.
+check_PROGRAMS += tests/test_tokenizer
+TESTS += tests/test_tokenizer
+tests_test_tokenizer_LDADD = examples/bitnet/libbitnet.la liblockstep.la
 
 # The demo model on every device, bit for bit, batch 1 against batch 4, and
 # through GGUF files of each ternary type.

@@ -2,8 +2,8 @@
  * (tokenizer.ggml.tokens).  Byte-level BPE vocabularies (tokenizer.ggml.model
  * "gpt2", as Llama 3 and BitNet-2B-4T use) store each byte as a printable
  * code point (GPT-2's bytes_to_unicode); SentencePiece ones ("llama") write
- * a space as U+2581 and raw bytes as <0xXX>.  Decoding only: turning a
- * prompt into ids (the pre-tokenizer and the merges) is not done here. */
+ * a space as U+2581 and raw bytes as <0xXX>.  Decoding only: tokenizer.h
+ * turns a prompt into ids. */
 #ifndef LK_EXAMPLES_BITNET_VOCAB_H
 #define LK_EXAMPLES_BITNET_VOCAB_H
 
