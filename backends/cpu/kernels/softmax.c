@@ -39,17 +39,41 @@ LK_INLINE vf sm_e(const int fast, vf x, vf mx)
     return fast ? sm_exp(t) : v_expf(t);
 }
 
+/* Outputs at least this large go to memory with non-temporal stores: they
+ * outgrow the last-level cache (32 MiB on the Zen 4 build machine) and are
+ * not read back soon, so the read for ownership of a normal store is
+ * memory traffic for nothing (a third of softmax's on a 4096^2 row set). */
+#define SM_STREAM_BYTES ((int64_t)32 << 20)
+
+#if !defined(LK_SIMDE) && defined(__AVX512F__)
+#define SM_STREAM_ALIGN 64
+LK_INLINE void sm_stream(float *p, vf v) { _mm512_stream_ps(p, v); }
+LK_INLINE void sm_stream_end(void) { _mm_sfence(); }
+#elif !defined(LK_SIMDE) && defined(__AVX__)
+#define SM_STREAM_ALIGN 32
+LK_INLINE void sm_stream(float *p, vf v) { _mm256_stream_ps(p, v); }
+LK_INLINE void sm_stream_end(void) { _mm_sfence(); }
+#else
+#define SM_STREAM_ALIGN 0 /* none: plain stores */
+LK_INLINE void sm_stream(float *p, vf v) { vf_store(p, v); }
+LK_INLINE void sm_stream_end(void) {}
+#endif
+
 /* The pending pass 3 of the previous row run inside pass 2 of this one:
- * y[i] = e[i] * r, f32, none NaN; y == NULL when there is none. */
+ * y[i] = e[i] * r, f32, none NaN; y == NULL when there is none; nt: whole
+ * vectors stored non-temporally (y aligned for it). */
 typedef struct sm_pend {
     float *y;
     const float *e;
     vf r;
+    int nt;
 } sm_pend;
 
 LK_INLINE void sm_pend_do(const sm_pend *p, int64_t i, int w)
 {
-    if (w == VW)
+    if (w == VW && p->nt)
+        sm_stream(p->y + i, vf_mul(vf_load(p->e + i), p->r));
+    else if (w == VW)
         vf_store(p->y + i, vf_mul(vf_load(p->e + i), p->r));
     else
         vf_store_part(p->y + i, w, vf_mul(vf_load_part(p->e + i, w, p->r), p->r));
@@ -118,7 +142,7 @@ static float sm_exp_sum(const float *x, int64_t n, float mx, float *e, float *pa
         const int64_t cn = n - lo < LK_CHUNK ? n - lo : LK_CHUNK;
         const char *p = pf ? pf + lo * es : NULL;
         float *ec = e ? e + lo : NULL;
-        const sm_pend pc = {pd.y ? pd.y + lo : NULL, pd.e + lo, pd.r};
+        const sm_pend pc = {pd.y ? pd.y + lo : NULL, pd.e + lo, pd.r, pd.nt};
         part[c] = fast ? sm_chunk(1, x + lo, cn, vmx, ec, p, es, &pc)
                        : sm_chunk(0, x + lo, cn, vmx, ec, p, es, &pc);
     }
@@ -147,7 +171,9 @@ static void sm_rows(void *p, int64_t r0, int64_t r1, int tid)
     const int64_t n = a->x.cols, es = dt_size(a->x.dtype), ns = (n + 15) & ~(int64_t)15;
     float *ec = j->buf + (int64_t)tid * j->per, *ep = ec + ns, *part = ep + ns;
     float *xb = part + (n + LK_CHUNK - 1) / LK_CHUNK;
-    sm_pend pd = {NULL, NULL, vf_zero()};
+    sm_pend pd = {NULL, NULL, vf_zero(), 0};
+    const int stream = SM_STREAM_ALIGN > 0 && a->y.dtype == LK_F32 &&
+                       a->x.rows * a->y.ld * (int64_t)sizeof(float) >= SM_STREAM_BYTES;
     for (int64_t r = r0; r < r1; r++) {
         const float *x = row_f32(&a->x, r, xb);
         const float mx = row_extreme(1, x, n);
@@ -176,6 +202,7 @@ static void sm_rows(void *p, int64_t r0, int64_t r1, int tid)
             pd.y = (float *)a->y.data + r * a->y.ld;
             pd.e = ec;
             pd.r = vf_set1(rs);
+            pd.nt = stream && (uintptr_t)pd.y % (SM_STREAM_ALIGN > 0 ? SM_STREAM_ALIGN : 1) == 0;
             float *t = ec;
             ec = ep;
             ep = t;
@@ -183,6 +210,9 @@ static void sm_rows(void *p, int64_t r0, int64_t r1, int tid)
             sm_scale(a, r, ec, rs);
         }
     }
+    /* the streamed lines reach memory before the team's end publishes y */
+    if (stream)
+        sm_stream_end();
 }
 
 static lk_status softmax(lk_cpu_queue *q, const lk_softmax_args *a, int log, const char *who)
