@@ -38,7 +38,8 @@
     X(embedding, lk_embedding_args)                                                     \
     X(linear, lk_linear_args)                                                           \
     X(ternary_linear, lk_linear_args)                                                   \
-    X(rmsnorm_quantize, lk_norm_quant_args)
+    X(rmsnorm_quantize, lk_norm_quant_args)                                             \
+    X(set_rows, lk_set_rows_args)
 
 #define LK_KSLOT_ENUM_(slot, type) LK_KSLOT_##slot,
 typedef enum lk_kslot {
@@ -81,6 +82,9 @@ void lk_capture_count(lk_queue *q);
  * a copy and a sync where the ids are not host memory). */
 lk_status lk_embedding_ids_check(const char *fn, lk_queue *q, const lk_tensor *ids,
                                  int64_t vocab);
+/* The same for any index tensor (lk_set_rows' idx), named in the message. */
+lk_status lk_index_check(const char *fn, const char *name, lk_queue *q, const lk_tensor *ids,
+                         int64_t vocab);
 
 /* queue.c and graph.c: the queue's end of graphs (a capture in progress
  * is discarded; fails while graphs captured on it exist). */

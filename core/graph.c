@@ -281,6 +281,16 @@ static lk_status lk_replay(lk_graph *g, lk_queue *q)
             if (st != LK_OK)
                 return st;
         }
+        if (r->slot == LK_KSLOT_set_rows) {
+            st = lk_index_check("lk_set_rows (in a graph)", "idx", q, &r->u.set_rows.idx,
+                                r->u.set_rows.dst.rows);
+            if (st == LK_ERR_RANGE) {
+                lk_set_pending(q, st);
+                continue;
+            }
+            if (st != LK_OK)
+                return st;
+        }
         lk_error_clear();
         st = lk_replay_one(q, r);
         if (st != LK_OK) {

@@ -106,6 +106,14 @@ LK_API lk_status lk_attention(lk_queue *q, const lk_tensor *qry, const lk_tensor
 lk_status lk_embedding_ids_check(const char *fn, lk_queue *q, const lk_tensor *ids,
                                  int64_t vocab)
 {
+    return lk_index_check(fn, "ids", q, ids, vocab);
+}
+
+/* lk_embedding_ids_check for any LK_I32 n x 1 index tensor (name in the
+ * message); also lk_set_rows' idx. */
+lk_status lk_index_check(const char *fn, const char *name, lk_queue *q, const lk_tensor *ids,
+                         int64_t vocab)
+{
     if (ids->rows == 0)
         return LK_OK;
     int64_t n = (ids->rows - 1) * ids->ld + 1; /* spanned; the core checked the extent */
@@ -139,7 +147,7 @@ lk_status lk_embedding_ids_check(const char *fn, lk_queue *q, const lk_tensor *i
     for (int64_t r = 0; r < ids->rows; r++) {
         int32_t id = h[r * ids->ld];
         if (id < 0 || id >= vocab) {
-            st = lk_error(LK_ERR_RANGE, "%s: ids[%lld] = %d is outside [0, %lld)", fn,
+            st = lk_error(LK_ERR_RANGE, "%s: %s[%lld] = %d is outside [0, %lld)", fn, name,
                           (long long)r, (int)id, (long long)vocab);
             break;
         }
@@ -167,4 +175,32 @@ LK_API lk_status lk_embedding(lk_queue *q, const lk_tensor *table, const lk_tens
         !lk_capture_on_device(q))
         LK_V_TRY(lk_embedding_ids_check(v.fn, q, &a.ids, a.table.rows));
     LK_V_RUN(&v, LK_OP_EMBEDDING, embedding, a, a.ids.rows == 0 || a.table.cols == 0);
+}
+
+/* Any dtype with whole bytes per element: the rows move as bytes. */
+#define LK_DT_ROWS                                                                      \
+    (LK_DT_FLOAT | LK_DT(LK_I8) | LK_DT(LK_I32) | LK_DT(LK_I64))
+
+LK_API lk_status lk_set_rows(lk_queue *q, const lk_tensor *src, const lk_tensor *idx,
+                             const lk_tensor *dst)
+{
+    lk_validator v;
+    lk_set_rows_args a;
+    memset(&a, 0, sizeof a);
+    LK_V_TRY(lk_v_begin(&v, "lk_set_rows", q));
+    LK_V_TRY(lk_v_tensor(&v, "src", src, &a.src, LK_DT_ROWS, LK_V_IN, 1));
+    LK_V_TRY(lk_v_tensor(&v, "idx", idx, &a.idx, LK_DT(LK_I32), LK_V_IN, 1));
+    LK_V_TRY(lk_v_dims(&v, "idx", &a.idx, a.src.rows, "src rows", 1, NULL));
+    LK_V_TRY(lk_v_tensor(&v, "dst", dst, &a.dst, LK_DT_ROWS, LK_V_OUT, 1));
+    LK_V_TRY(lk_v_dims(&v, "dst", &a.dst, -1, NULL, a.src.cols, "src cols"));
+    if (a.dst.dtype != a.src.dtype)
+        return lk_error(LK_ERR_BAD_DTYPE, "lk_set_rows: dst is %s, src is %s (rows are copied "
+                        "bit for bit: convert first)", lk_dtype_name(a.dst.dtype),
+                        lk_dtype_name(a.src.dtype));
+    LK_V_TRY(lk_v_finish(&v));
+    /* As lk_embedding: under capture the indices are checked when the
+     * graph runs. */
+    if (a.src.rows > 0 && a.src.cols > 0 && !lk_capture_hosted(q) && !lk_capture_on_device(q))
+        LK_V_TRY(lk_index_check(v.fn, "idx", q, &a.idx, a.dst.rows));
+    LK_V_RUN(&v, LK_OP_SET_ROWS, set_rows, a, a.src.rows == 0 || a.src.cols == 0);
 }

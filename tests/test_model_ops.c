@@ -7,6 +7,10 @@
  *   not depend on the others in the batch), decode = prefill for the same
  *   token, cache rows beyond the causal limit never read (NaN there changes
  *   nothing), and embedding's out-of-range id refused with nothing written;
+ * - lk_set_rows on every device: random shapes, dtypes, lds and duplicate
+ *   indices against an in-order host scatter bit for bit (the last equal
+ *   index wins), a bad index refused with nothing written, eagerly and
+ *   inside a captured graph (reported by the next sync);
  * - argument errors.
  * The bit-for-bit comparison of every device with the reference is in the
  * contract matrix (tests/test_contract.c). */
@@ -319,6 +323,148 @@ static void test_embedding_range(dev *v)
     lk_free(v->d, dt), lk_free(v->d, di), lk_free(v->d, dy);
 }
 
+/* ---- lk_set_rows (numerics.md section 12.4.1) ---- */
+
+static const lk_dtype sr_types[6] = {LK_F32, LK_BF16, LK_F16, LK_I8, LK_I32, LK_I64};
+
+static void fill_bytes(unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (unsigned char)next();
+}
+
+/* The contract's scatter on host bytes: rows in order, the last wins. */
+static void host_set_rows(unsigned char *dst, int64_t dld, const unsigned char *src,
+                          int64_t sld, const int32_t *idx, int64_t n, int64_t cols, size_t es)
+{
+    for (int64_t r = 0; r < n; r++)
+        memcpy(dst + (size_t)(idx[r] * dld) * es, src + (size_t)(r * sld) * es,
+               (size_t)cols * es);
+}
+
+static void test_set_rows(dev *v)
+{
+    int bad = 0, unsupported = 0;
+    char what[200] = "";
+    for (int it = 0; it < 24 && !bad && !unsupported; it++) {
+        lk_dtype dt = sr_types[it % 6];
+        size_t es = lk_dtype_size(dt);
+        int64_t n = (int64_t)(next() % 40), cols = 1 + (int64_t)(next() % 300);
+        int64_t R = 1 + (int64_t)(next() % 50);
+        int64_t sld = cols + (int64_t)(next() % 3), dld = cols + (int64_t)(next() % 5);
+        int64_t nid = (next() & 1) ? 1 : 2; /* idx ld */
+        size_t sb = (size_t)((n > 0 ? n : 1) * sld) * es, db = (size_t)(R * dld) * es;
+        unsigned char *hs = malloc(sb), *hd = malloc(db), *want = malloc(db), *got = malloc(db);
+        int32_t *hi = calloc((size_t)((n > 0 ? n : 1) * nid), sizeof *hi),
+                *hic = calloc((size_t)(n > 0 ? n : 1), sizeof *hic);
+        fill_bytes(hs, sb);
+        fill_bytes(hd, db);
+        for (int64_t r = 0; r < n; r++) {
+            /* small ranges make duplicates common */
+            int64_t span = (next() & 1) ? (R < 4 ? R : 4) : R;
+            hic[r] = (int32_t)(next() % (uint64_t)span);
+            hi[r * nid] = hic[r];
+        }
+        memcpy(want, hd, db);
+        host_set_rows(want, dld, hs, sld, hic, n, cols, es);
+        void *ds = put(v, hs, sb), *di = put(v, hi, (size_t)((n > 0 ? n : 1) * nid) * 4),
+             *dd = put(v, hd, db);
+        lk_tensor ts = lk_mat_ld(ds, dt, n, cols, sld), ti = lk_mat_ld(di, LK_I32, n, 1, nid),
+                  td = lk_mat_ld(dd, dt, R, cols, dld);
+        lk_status st = ds && di && dd ? lk_set_rows(v->q, &ts, &ti, &td) : LK_ERR_OUT_OF_MEMORY;
+        if (st == LK_ERR_UNSUPPORTED) {
+            unsupported = 1;
+        } else if (st != LK_OK || get(v, got, dd, db) != 0 || memcmp(got, want, db) != 0) {
+            bad = 1;
+            snprintf(what, sizeof what, "%s %lld x %lld -> %lld rows (lds %lld, %lld): %s",
+                     lk_dtype_name(dt), (long long)n, (long long)cols, (long long)R,
+                     (long long)sld, (long long)dld,
+                     st != LK_OK ? lk_last_error() : "different bits");
+        }
+        lk_free(v->d, ds), lk_free(v->d, di), lk_free(v->d, dd);
+        free(hs), free(hd), free(want), free(got), free(hi), free(hic);
+    }
+    if (unsupported) {
+        skip(4, "%s: lk_set_rows unsupported", v->p.name);
+        return;
+    }
+    ok(!bad, "%s: set_rows, random shapes, dtypes and duplicates, bit for bit%s%s", v->p.name,
+       bad ? ": " : "", what);
+
+    /* a bad index, eagerly, then inside a graph */
+    float src[2 * 3] = {1, 2, 3, 4, 5, 6}, dst[4 * 3], dst0[4 * 3], got[4 * 3];
+    for (int i = 0; i < 12; i++)
+        dst[i] = dst0[i] = -7.0f;
+    int32_t idx[2] = {1, 4};
+    void *ds = put(v, src, sizeof src), *di = put(v, idx, sizeof idx), *dd = put(v, dst, sizeof dst);
+    lk_tensor ts = lk_mat(ds, LK_F32, 2, 3), ti = lk_mat(di, LK_I32, 2, 1),
+              td = lk_mat(dd, LK_F32, 4, 3);
+    lk_status st = lk_set_rows(v->q, &ts, &ti, &td);
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s", lk_last_error());
+    int same = get(v, got, dd, sizeof got) == 0 && memcmp(got, dst0, sizeof got) == 0;
+    ok(st == LK_ERR_RANGE && same, "%s: set_rows idx 4 of 4 rows: LK_ERR_RANGE, nothing written (%s)",
+       v->p.name, msg);
+
+    lk_graph *g = NULL;
+    idx[1] = 0;
+    lk_status cs = lk_memcpy(v->q, di, idx, sizeof idx, LK_COPY_HOST_TO_DEVICE);
+    if (cs == LK_OK)
+        cs = lk_queue_capture_begin(v->q);
+    if (cs == LK_OK) {
+        st = lk_set_rows(v->q, &ts, &ti, &td);
+        cs = lk_queue_capture_end(v->q, &g);
+        if (st != LK_OK)
+            cs = st;
+    }
+    if (cs != LK_OK) {
+        skip(2, "%s: set_rows not captured: %s", v->p.name, lk_last_error());
+        lk_graph_destroy(g);
+        lk_free(v->d, ds), lk_free(v->d, di), lk_free(v->d, dd);
+        return;
+    }
+    /* in the graph: rows 1 and 0 written */
+    int good = lk_graph_launch(g, v->q) == LK_OK && get(v, got, dd, sizeof got) == 0 &&
+               got[3] == 1.0f && got[5] == 3.0f && got[0] == 4.0f && got[2] == 6.0f &&
+               got[6] == -7.0f && got[11] == -7.0f;
+    ok(good, "%s: set_rows in a graph scatters", v->p.name);
+    /* a bad index met by the graph: nothing written, LK_ERR_RANGE at the sync */
+    float poison[4 * 3];
+    for (int i = 0; i < 12; i++)
+        poison[i] = -9.0f;
+    int32_t badidx[2] = {2, -1};
+    lk_memcpy(v->q, dd, poison, sizeof poison, LK_COPY_HOST_TO_DEVICE);
+    lk_memcpy(v->q, di, badidx, sizeof badidx, LK_COPY_HOST_TO_DEVICE);
+    lk_status ls = lk_graph_launch(g, v->q);
+    lk_status ss = lk_queue_sync(v->q);
+    snprintf(msg, sizeof msg, "%s", lk_last_error());
+    lk_status s2 = lk_queue_sync(v->q);
+    same = get(v, got, dd, sizeof got) == 0 && memcmp(got, poison, sizeof got) == 0;
+    ok(ls == LK_OK && ss == LK_ERR_RANGE && s2 == LK_OK && same,
+       "%s: set_rows idx -1 in a graph: nothing written, LK_ERR_RANGE at the next sync (%s)",
+       v->p.name, msg);
+    lk_graph_destroy(g);
+    lk_free(v->d, ds), lk_free(v->d, di), lk_free(v->d, dd);
+}
+
+static void test_set_rows_errors(dev *ref)
+{
+    float x[4 * 3] = {0}, y[4 * 3] = {0};
+    int32_t idx[4] = {0};
+    lk_tensor ts = lk_mat(x, LK_F32, 2, 3), ti = lk_mat(idx, LK_I32, 2, 1),
+              td = lk_mat(y, LK_F32, 4, 3);
+    lk_tensor tb = lk_mat(y, LK_BF16, 4, 3);
+    ok(lk_set_rows(ref->q, &ts, &ti, &tb) == LK_ERR_BAD_DTYPE, "set_rows: dst dtype != src dtype");
+    lk_tensor t2 = lk_mat(x, LK_T2, 2, 4), d2 = lk_mat(y, LK_T2, 4, 4);
+    ok(lk_set_rows(ref->q, &t2, &ti, &d2) == LK_ERR_BAD_DTYPE, "set_rows: LK_T2 refused");
+    lk_tensor i3 = lk_mat(idx, LK_I32, 3, 1);
+    ok(lk_set_rows(ref->q, &ts, &i3, &td) == LK_ERR_BAD_SHAPE, "set_rows: idx rows != src rows");
+    lk_tensor d4 = lk_mat(y, LK_F32, 3, 4);
+    ok(lk_set_rows(ref->q, &ts, &ti, &d4) == LK_ERR_BAD_SHAPE, "set_rows: dst cols != src cols");
+    lk_tensor dx = lk_mat(x, LK_F32, 4, 3);
+    ok(lk_set_rows(ref->q, &ts, &ti, &dx) == LK_ERR_ALIASING, "set_rows: dst overlapping src");
+}
+
 static void test_errors(dev *ref)
 {
     float x[8 * 4] = {0}, y[8 * 4];
@@ -369,18 +515,20 @@ int main(void)
             iref = nd;
         nd++;
     }
-    plan(3 + 4 + 2 + 8 + 5 * nd);
+    plan(3 + 4 + 2 + 8 + 5 + 9 * nd);
     test_sincos();
     if (iref < 0) {
-        skip(4 + 2 + 8, "no ref device");
+        skip(4 + 2 + 8 + 5, "no ref device");
     } else {
         test_rope_ref(&devs[iref]);
         test_attention_ref(&devs[iref]);
         test_errors(&devs[iref]);
+        test_set_rows_errors(&devs[iref]);
     }
     for (int i = 0; i < nd; i++) {
         test_attention_invariance(&devs[i]);
         test_embedding_range(&devs[i]);
+        test_set_rows(&devs[i]);
     }
     for (int i = 0; i < nd; i++)
         lk_queue_destroy(devs[i].q);

@@ -28,7 +28,8 @@
  *   PACK/UNPACK   src, dst
  *   TERNARY_GEMM/INT8_GEMM  x, x_scale, w, w_scale, y
  *   ROPE          x, pos, y              EMBEDDING  table, ids, y
- *   ATTENTION     q, k, v, pos, out */
+ *   ATTENTION     q, k, v, pos, out
+ *   SET_ROWS      src, idx, dst (dst's prefill is part of the result) */
 typedef enum lk_mx_kind {
     LK_MX_GEMM = 1,
     LK_MX_REDUCE,
@@ -48,7 +49,8 @@ typedef enum lk_mx_kind {
     LK_MX_ROPE,
     LK_MX_ATTENTION,
     LK_MX_EMBEDDING,
-    LK_MX_RMSNORM_QUANT
+    LK_MX_RMSNORM_QUANT,
+    LK_MX_SET_ROWS
 } lk_mx_kind;
 
 /* How a buffer's initial contents are made (inputs, and the prefill of

@@ -976,6 +976,47 @@ static void mx_embedding_cases(mx_list *L)
     mx_embedding(L, LK_F32, LK_BF16, 300, 9, LK_MX_FILL_IDS_BAD, 1, LK_MX_FILL_NORMAL);
 }
 
+/* n source rows scattered into R rows of C; idx in [0, R), so n > R
+ * always repeats indices (the last must win). No batch axis: a slice of
+ * the rows would let an earlier duplicate win. */
+static void mx_set_rows(mx_list *L, lk_dtype dt, int64_t n, int64_t R, int64_t C,
+                        lk_mx_fill ifill, int pad, lk_mx_fill fill)
+{
+    lk_mx_case *c = mx_add(L, LK_MX_SET_ROWS, "set_rows");
+    lk_mx_fill f = fill;
+    if (dt == LK_I8)
+        f = LK_MX_FILL_I8;
+    else if (dt == LK_I32)
+        f = LK_MX_FILL_IDS; /* int32 in [0, 2^30) */
+    lk_mx_buf *s = mx_set(c, 0, "src", dt, n, C, LK_MX_IN, LK_MX_AXIS_NONE, f, 1 << 30);
+    lk_mx_buf *i = mx_set(c, 1, "idx", LK_I32, n, 1, LK_MX_IN, LK_MX_AXIS_NONE, ifill, (int)R);
+    lk_mx_buf *d = mx_set(c, 2, "dst", dt, R, C, LK_MX_OUT, LK_MX_AXIS_NONE, f, 1 << 30);
+    if (pad) {
+        s->ld += 1;
+        i->ld = 2;
+        d->ld += 5;
+    }
+    if (ifill == LK_MX_FILL_IDS_BAD)
+        c->expect = LK_ERR_RANGE;
+    snprintf(c->label, sizeof c->label, "%s n=%lld -> R=%lld C=%lld%s%s%s", mx_dt(dt),
+             (long long)n, (long long)R, (long long)C,
+             ifill == LK_MX_FILL_IDS_BAD ? " bad-idx" : "", pad ? " ld+" : "",
+             mx_fill_tag(f));
+}
+
+static void mx_set_rows_cases(mx_list *L)
+{
+    for (int i = 0; i < 3; i++)
+        mx_set_rows(L, mx_float[i], 17, 40, 65, LK_MX_FILL_IDS, i == 1, LK_MX_FILL_WIDE);
+    mx_set_rows(L, LK_F32, 33, 5, 130, LK_MX_FILL_IDS, 1, LK_MX_FILL_EDGE); /* duplicates */
+    mx_set_rows(L, LK_BF16, 64, 3, 7, LK_MX_FILL_IDS, 0, LK_MX_FILL_ALLBITS);
+    mx_set_rows(L, LK_I8, 9, 4, 33, LK_MX_FILL_IDS, 0, LK_MX_FILL_NORMAL);
+    mx_set_rows(L, LK_I32, 7, 100, 5, LK_MX_FILL_IDS, 1, LK_MX_FILL_NORMAL);
+    mx_set_rows(L, LK_F32, 2, 1024, 2560, LK_MX_FILL_IDS, 0, LK_MX_FILL_NORMAL); /* KV rows */
+    mx_set_rows(L, LK_F16, 12, 30, 9, LK_MX_FILL_IDS_BAD, 0, LK_MX_FILL_NORMAL);
+    mx_set_rows(L, LK_F32, 5, 6, 3, LK_MX_FILL_IDS_BAD, 1, LK_MX_FILL_NORMAL);
+}
+
 /* ------------------------------------------------------------------ list */
 
 int lk_mx_build(uint64_t seed, int full, lk_mx_case **cases)
@@ -998,6 +1039,7 @@ int lk_mx_build(uint64_t seed, int full, lk_mx_case **cases)
     mx_rope_cases(&L);
     mx_attention_cases(&L);
     mx_embedding_cases(&L);
+    mx_set_rows_cases(&L);
     if (L.failed) {
         free(L.v);
         *cases = NULL;
@@ -1013,7 +1055,7 @@ static const char *const mx_names[] = {
     "unary", "unary.relu", "unary.relu2", "unary.sigmoid", "unary.silu", "unary.gelu_tanh",
     "unary.gelu_erf", "unary.exp", "unary.log", "unary.tanh", "unary.erf", "convert", "binary",
     "binary.add", "binary.mul", "quantize_act", "quantize_ternary", "ternary_pack",
-    "ternary_unpack", "ternary_gemm", "int8_gemm", "rope", "attention", "embedding", "rmsnorm_quantize", NULL};
+    "ternary_unpack", "ternary_gemm", "int8_gemm", "rope", "attention", "embedding", "rmsnorm_quantize", "set_rows", NULL};
 
 const char *const *lk_mx_op_names(void)
 {

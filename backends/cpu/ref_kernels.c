@@ -220,6 +220,14 @@ static lk_status ref_embedding(void *q, const lk_embedding_args *a)
     return LK_OK;
 }
 
+/* One thread: the rows are few (new KV-cache rows) and go in order, so
+ * the last of equal indices wins. */
+static lk_status ref_set_rows(void *q, const lk_set_rows_args *a)
+{
+    (void)q;
+    return lk_ref_set_rows(a);
+}
+
 /* Matrix b of a batched tensor, as an unbatched one. */
 static lk_tensor lk_batch_entry(lk_tensor t, int64_t b)
 {
@@ -292,4 +300,5 @@ void lk_cpu_ref_kernels(lk_kernels *k)
     k->attention = lk_cpu_ref_attention;
     k->embedding = ref_embedding;
     k->rmsnorm_quantize = ref_rmsnorm_quantize;
+    k->set_rows = ref_set_rows;
 }

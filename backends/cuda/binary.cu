@@ -11,6 +11,8 @@ __global__ void __launch_bounds__(256)
     binary_kernel(lk_ew_shape s, lk_binary_op op, const void *a, int64_t lda, const void *b,
                   int64_t ldb, void *y, int64_t ldy)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
     typedef typename lk_elem<DA>::T TA;
     typedef typename lk_elem<DB>::T TB;
     typedef typename lk_elem<DY>::T TY;
@@ -37,13 +39,11 @@ void launch(const lk_binary_args *p, const lk_ew_shape &s, int64_t lda, int64_t 
 {
     LK_FLOAT_SWITCH(p->y.dtype, DY, {
         if (s.vec)
-            binary_kernel<DA, DB, DY, true><<<s.grid, 256, 0, st>>>(s, p->op, p->a.data, lda,
-                                                                    p->b.data, ldb, p->y.data,
-                                                                    ldy);
+            lk_launch(binary_kernel<DA, DB, DY, true>, s.grid, 256, 0, st, s, p->op, p->a.data,
+                      lda, p->b.data, ldb, p->y.data, ldy);
         else
-            binary_kernel<DA, DB, DY, false><<<s.grid, 256, 0, st>>>(s, p->op, p->a.data, lda,
-                                                                     p->b.data, ldb, p->y.data,
-                                                                     ldy);
+            lk_launch(binary_kernel<DA, DB, DY, false>, s.grid, 256, 0, st, s, p->op, p->a.data,
+                      lda, p->b.data, ldb, p->y.data, ldy);
     });
 }
 

@@ -23,6 +23,7 @@
 
 #include "backends/contract.h"
 #include "backends/cuda/driver.h"
+#include "backends/cuda/launch.cuh"
 #include "backends/scalar.h"
 
 #define LK_FULL_MASK 0xffffffffu
@@ -341,14 +342,17 @@ static inline unsigned lk_grid_cap(int64_t blocks, int64_t cap)
  * into the op's.
  *     lk_op_scope op(queue, "lk_unary");
  *     if (!op.ok()) return op.status();
- *     kernel<<<grid, block, 0, op.stream()>>>(...);
- *     return op.launched(); */
+ *     lk_launch(kernel, grid, block, 0, op.stream(), ...);
+ *     return op.launched();
+ * (lk_launch: launch.cuh; the kernel calls lk_pdl_wait() first) */
 struct lk_op_scope {
     lk_cuda_queue *q;
     lk_cuda_scope sc;
     lk_status entered;
     const char *what;
-    lk_op_scope(void *queue, const char *w) : q((lk_cuda_queue *)queue), what(w)
+    lk_pdl_scope pdl; /* lk_launch of this op uses the device's PDL setting */
+    lk_op_scope(void *queue, const char *w)
+        : q((lk_cuda_queue *)queue), what(w), pdl(((lk_cuda_queue *)queue)->dev->pdl)
     {
         entered = lk_cuda_enter(q->dev, &sc);
     }

@@ -339,14 +339,20 @@ static lk_status lk_cuda_queue_sync(void *queue)
     lk_cuda_leave(&sc);
     if (e != cudaSuccess)
         return lk_cuda_fail(q->dev->host, e, "cudaStreamSynchronize");
-    /* a bad id met by lk_embedding inside a graph (embedding.cu) */
+    /* a bad id met by lk_embedding (rec[0] 1, embedding.cu) or a bad index
+     * met by lk_set_rows (2, set_rows.cu) inside a graph */
     volatile long long *rec = (volatile long long *)((char *)q->host_ws + LK_CUDA_EMB_ERR_OFFSET);
     if (rec[0]) {
-        long long row = rec[1], id = rec[2], vocab = rec[3];
+        long long kind = rec[0], row = rec[1], id = rec[2], vocab = rec[3];
         rec[0] = 0;
-        q->dev->host->set_error("lk_embedding (in a graph): ids[%lld] = %lld is outside [0, %lld): "
-                                "that lookup wrote nothing",
-                                row, id, vocab);
+        if (kind == 2)
+            q->dev->host->set_error("lk_set_rows (in a graph): idx[%lld] = %lld is outside "
+                                    "[0, %lld): that scatter wrote nothing",
+                                    row, id, vocab);
+        else
+            q->dev->host->set_error("lk_embedding (in a graph): ids[%lld] = %lld is outside "
+                                    "[0, %lld): that lookup wrote nothing",
+                                    row, id, vocab);
         return LK_ERR_RANGE;
     }
     return LK_OK;
@@ -489,7 +495,9 @@ static const lk_device_iface lk_cuda_iface = {
         .weights_prepare = lk_cuda_weights_prepare,
         .weights_destroy = lk_cuda_weights_destroy,
         .linear = lk_cuda_linear,
+        .ternary_linear = lk_cuda_ternary_linear,
         .rmsnorm_quantize = lk_cuda_rmsnorm_quantize,
+        .set_rows = lk_cuda_set_rows,
     },
     .capture_begin = lk_cuda_capture_begin,
     .capture_end = lk_cuda_capture_end,
@@ -525,6 +533,13 @@ static lk_status lk_cuda_device_open(void *state, int index, const lk_device_ifa
     dev->cc_major = cp.major;
     dev->cc_minor = cp.minor;
     dev->smem_optin = cp.sharedMemPerBlockOptin;
+    /* Programmatic dependent launch (launch.cuh) needs Hopper; decided here
+     * once so that a launch reads one int.  LOCKSTEP_CUDA_PDL=0 turns it off
+     * (to compare, or to rule it out when bits differ). */
+    {
+        const char *pdl = getenv("LOCKSTEP_CUDA_PDL");
+        dev->pdl = cp.major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
+    }
 
     lk_device_props *p = &dev->props;
     memset(p, 0, sizeof *p);

@@ -31,7 +31,8 @@
 /* pinned host bytes per queue (lk_ternary_pack's verdict) */
 #define LK_CUDA_HOST_SCRATCH 64
 /* where in them an lk_embedding run inside a graph records the first bad
- * id (four int64: set, row, id, vocab; embedding.cu), for queue_sync */
+ * id (four int64: set, row, id, vocab; embedding.cu), for queue_sync; an
+ * lk_set_rows records its bad index there too, with set = 2 (set_rows.cu) */
 #define LK_CUDA_EMB_ERR_OFFSET 32
 
 typedef struct lk_cuda_driver {
@@ -47,6 +48,8 @@ typedef struct lk_cuda_device {
     int sm_count;
     int cc_major, cc_minor;
     size_t smem_optin;  /* largest dynamic shared memory a block may opt in to */
+    int pdl;            /* 1: launch with programmatic dependent launch (launch.cuh):
+                         * cc >= 9.0 and LOCKSTEP_CUDA_PDL not "0" */
     lk_device_props props;
 } lk_cuda_device;
 
@@ -107,10 +110,13 @@ lk_status lk_cuda_gemm_tc(void *queue, const lk_gemm_args *a);
 lk_status lk_cuda_rope(void *queue, const lk_rope_args *a);
 lk_status lk_cuda_attention(void *queue, const lk_attention_args *a);
 lk_status lk_cuda_embedding(void *queue, const lk_embedding_args *a);
+/* lk_set_rows (set_rows.cu) */
+lk_status lk_cuda_set_rows(void *queue, const lk_set_rows_args *a);
 /* prepared weights (weights.cu, linear.cu) */
 lk_status lk_cuda_weights_prepare(void *queue, const lk_weights_args *a, void **prepared);
 void lk_cuda_weights_destroy(void *dev, void *prepared);
 lk_status lk_cuda_linear(void *queue, const lk_linear_args *a);
+lk_status lk_cuda_ternary_linear(void *queue, const lk_linear_args *a); /* ternary.cu */
 /* at device open: the linear kernels' shared memory opt-in */
 lk_status lk_cuda_linear_setup(lk_cuda_device *dev);
 

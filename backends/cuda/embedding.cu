@@ -16,6 +16,8 @@ __global__ void __launch_bounds__(256)
     embedding_check_kernel(lk_embedding_args a, long long *verdict, volatile long long *rec)
 {
     __shared__ long long first;
+    lk_pdl_wait();
+    lk_pdl_trigger();
     if (threadIdx.x == 0)
         first = LLONG_MAX;
     __syncthreads();
@@ -43,6 +45,8 @@ __global__ void __launch_bounds__(256)
 __global__ void __launch_bounds__(256)
     embedding_kernel(lk_embedding_args a, const long long *verdict)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
     if (verdict && *verdict >= 0)
         return;
     const int64_t r = blockIdx.x;
@@ -68,8 +72,8 @@ extern "C" lk_status lk_cuda_embedding(void *queue, const lk_embedding_args *a)
     if (capturing) {
         verdict = (long long *)op.q->ws;
         long long *rec = (long long *)((char *)op.q->host_ws + LK_CUDA_EMB_ERR_OFFSET);
-        embedding_check_kernel<<<1, 256, 0, op.stream()>>>(*a, verdict, rec);
+        lk_launch(embedding_check_kernel, 1, 256, 0, op.stream(), *a, verdict, rec);
     }
-    embedding_kernel<<<(unsigned)a->ids.rows, 256, 0, op.stream()>>>(*a, verdict);
+    lk_launch(embedding_kernel, (unsigned)a->ids.rows, 256, 0, op.stream(), *a, verdict);
     return op.launched();
 }

@@ -138,6 +138,8 @@ __device__ __forceinline__ int own(int q, int i) { return (i < 4 ? 0 : 64) + q *
 template <lk_dtype DA, lk_dtype DB>
 __global__ void __launch_bounds__(256, 2) gemm_kernel(gemm_kargs g)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
     typedef typename lk_elem<DA>::T TA;
     typedef typename lk_elem<DB>::T TB;
     __shared__ __align__(16) float As[2][BK][BM];
@@ -290,7 +292,7 @@ extern "C" lk_status lk_cuda_gemm(void *queue, const lk_gemm_args *a)
                        (long long)a->m, (long long)a->n);
     const dim3 grid((unsigned)tiles, lk_grid_cap(a->batch, 65535));
     LK_FLOAT_SWITCH(a->a.dtype, DA, LK_FLOAT_SWITCH(a->b.dtype, DB, {
-        gemm_kernel<DA, DB><<<grid, 256, GEMM_TOT_SMEM, op.stream()>>>(g);
+        lk_launch(gemm_kernel<DA, DB>, grid, 256, GEMM_TOT_SMEM, op.stream(), g);
     }));
     return op.launched();
 }

@@ -236,6 +236,8 @@ __device__ __forceinline__ void gemv_store(const gemv_args &a, int64_t b, int64_
 template <lk_dtype DW, int ST, bool XSM>
 __global__ void __launch_bounds__(256) gemv_kc_kernel(gemv_args a)
 {
+    lk_pdl_wait(); /* lk_gemm: every operand is a user tensor */
+    lk_pdl_trigger();
     typedef typename lk_elem<DW>::T TW;
     extern __shared__ float4 gemv_smem4[];
     float *xs = reinterpret_cast<float *>(gemv_smem4);
@@ -304,6 +306,8 @@ __global__ void __launch_bounds__(256) gemv_kc_kernel(gemv_args a)
 template <lk_dtype DW, int ST, bool XSM>
 __global__ void __launch_bounds__(256) gemv_lc_kernel(gemv_args a)
 {
+    lk_pdl_wait(); /* lk_gemm: every operand is a user tensor */
+    lk_pdl_trigger();
     typedef typename lk_elem<DW>::T TW;
     extern __shared__ float4 gemv_smem4[];
     float *xs = reinterpret_cast<float *>(gemv_smem4);
@@ -392,6 +396,8 @@ template <lk_dtype DW> struct stream_shape {
 template <lk_dtype DW, int ST>
 __global__ void __launch_bounds__(256) gemv_stream_kernel(gemv_args a, int R)
 {
+    lk_pdl_wait(); /* lk_gemm: every operand is a user tensor */
+    lk_pdl_trigger();
     typedef stream_shape<DW> SH;
     extern __shared__ float4 gemv_smem4[];
     const int nkb = a.nkb, XS = nkb * XPAD;
@@ -520,7 +526,7 @@ bool launch_stream(const gemv_args &a, cudaStream_t st)
     (void)es;
     const dim3 grid(lk_grid_cap((a.L + R - 1) / R, ((int64_t)1 << 31) - 1),
                     lk_grid_cap(a.batch, 65535));
-    gemv_stream_kernel<DW, ST><<<grid, nw * LK_WARP, smem, st>>>(a, R);
+    (void)lk_launch(gemv_stream_kernel<DW, ST>, grid, dim3(nw * LK_WARP), smem, st, a, R);
     return true;
 }
 
@@ -540,14 +546,14 @@ void launch(const gemv_args &a, bool kc, cudaStream_t st)
         return;
     if (kc) {
         if (xsm)
-            gemv_kc_kernel<DW, ST, true><<<grid, threads, smem, st>>>(a);
+            (void)lk_launch(gemv_kc_kernel<DW, ST, true>, grid, dim3(threads), smem, st, a);
         else
-            gemv_kc_kernel<DW, ST, false><<<grid, threads, smem, st>>>(a);
+            (void)lk_launch(gemv_kc_kernel<DW, ST, false>, grid, dim3(threads), smem, st, a);
     } else {
         if (xsm)
-            gemv_lc_kernel<DW, ST, true><<<grid, threads, smem, st>>>(a);
+            (void)lk_launch(gemv_lc_kernel<DW, ST, true>, grid, dim3(threads), smem, st, a);
         else
-            gemv_lc_kernel<DW, ST, false><<<grid, threads, smem, st>>>(a);
+            (void)lk_launch(gemv_lc_kernel<DW, ST, false>, grid, dim3(threads), smem, st, a);
     }
 }
 

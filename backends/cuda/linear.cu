@@ -31,6 +31,10 @@ namespace {
 
 #define LIN_THREADS 256
 #define LIN_Q (LIN_THREADS / LK_LIN_G) /* quarter-warps of a block */
+/* weight bytes a block prefetches into L2 past its first stage: all of a
+ * decode-sized share, a bounded start of the LM head's (2.5 MB a block,
+ * which L2 could not hold for every block) */
+#define LIN_L2_AHEAD ((int64_t)96 * 1024)
 
 /* Weights are read once per call: no L1 allocation. */
 __device__ __forceinline__ uint4 ld_once(const uint4 *p)
@@ -144,11 +148,23 @@ __global__ void __launch_bounds__(LIN_THREADS, 2) lin_kernel(lin_args a)
      * in flight during every fma chain */
     uint4 wv[16];
     int lu = qi;
+    /* the weights are prepared (no op writes them): the first stage and
+     * the start of the rest of the block's run (LIN_L2_AHEAD bytes) are
+     * requested before lk_pdl_wait(), during the previous kernel's tail */
+    {
+        const int64_t first = (int64_t)LIN_Q * SH::PPC * LK_LIN_G * 16; /* bytes of the first stage */
+        const int64_t run = (int64_t)units * SH::PPC * LK_LIN_G * 16;
+        if (blockIdx.y == 0 && run > first)
+            lk_prefetch_l2(a.w + g0 * a.nkb * (SH::PPC * LK_LIN_G) + first / 16,
+                           run - first < LIN_L2_AHEAD ? run - first : LIN_L2_AHEAD);
+    }
     if (lu < units) {
 #pragma unroll
         for (int q = 0; q < 16; q++)
             wv[q] = ld_once(wb + ((int64_t)lu * SH::PPC + q) * LK_LIN_G);
     }
+    lk_pdl_wait();
+    lk_pdl_trigger();
     lin_fill_x<MT>(a, m0, xs, XS);
     __syncthreads();
     for (; lu < units; lu += LIN_Q) {
@@ -245,7 +261,7 @@ void lin_launch(lin_args a, size_t smem, cudaStream_t st)
     for (int64_t c0 = 0; c0 < chunks; c0 += 65535) {
         a.m_base = c0 * MT;
         const unsigned gy = (unsigned)(chunks - c0 < 65535 ? chunks - c0 : 65535);
-        lin_kernel<DW, MT><<<dim3(gx, gy), LIN_THREADS, smem, st>>>(a);
+        (void)lk_launch(lin_kernel<DW, MT>, dim3(gx, gy), dim3(LIN_THREADS), smem, st, a);
     }
 }
 

@@ -13,7 +13,10 @@
  * chain has the bits of the contract's shorter one.  Rows past N are 0
  * and never stored.
  *
- * Ternary weights are not prepared (weights.cu says why). */
+ * Ternary weights (dt LK_T2) keep the canonical LK_T2 rows, copied with
+ * a row pitch of whole 16-byte pieces (ldw codes) and the scales after
+ * them in the same allocation: lk_ternary_linear runs lk_ternary_gemm's
+ * kernels on them, told that no op writes them (ternary.cu). */
 #ifndef LK_CUDA_LINEAR_CUH
 #define LK_CUDA_LINEAR_CUH
 
@@ -31,7 +34,31 @@ typedef struct lk_cuda_weights {
     int64_t nkb;          /* ceil(k / 128) */
     void *w;              /* the layout above */
     size_t bytes;
+    int64_t ldw;          /* LK_T2: codes per row of w */
+    void *scale;          /* LK_T2: scale_n f32 (1 or n), inside w's allocation */
+    int64_t scale_n;
 } lk_cuda_weights;
+
+/* bytes of prepared weights (no op writes them) into L2, issued by the
+ * block before lk_pdl_wait() so that they stream while the previous kernel
+ * finishes: one bulk request per 64 KiB on sm_90 (p and bytes multiples of
+ * 16), one line request per 128 bytes below. */
+static __device__ __forceinline__ void lk_prefetch_l2(const void *p, int64_t bytes)
+{
+    const char *c = (const char *)p;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    for (int64_t o = (int64_t)threadIdx.x * 65536; o < bytes; o += (int64_t)blockDim.x * 65536) {
+        const uint32_t sz = (uint32_t)(bytes - o < 65536 ? bytes - o : 65536);
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(c + o), "r"(sz) : "memory");
+    }
+#else
+    for (int64_t o = (int64_t)threadIdx.x * 128; o < bytes; o += (int64_t)blockDim.x * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(c + o));
+#endif
+}
+
+/* weights_prepare of LK_T2 weights (ternary.cu) */
+lk_status lk_cuda_t2_prepare(lk_op_scope &op, const lk_weights_args *a, void **out);
 
 /* Largest K (in 128-blocks) the float kernel takes with one row of x in
  * shared memory and one group per block, for a given shared memory limit. */

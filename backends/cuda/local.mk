@@ -9,6 +9,7 @@
 lk_cuda_headers = \
 	backends/cuda/driver.h \
 	backends/cuda/device.cuh \
+	backends/cuda/launch.cuh \
 	backends/cuda/rows.cuh \
 	backends/cuda/rows_reg.cuh \
 	backends/cuda/elementwise.cuh \
@@ -39,6 +40,7 @@ lk_cuda_kernels = \
 	backends/cuda/rope.cu \
 	backends/cuda/attention.cu \
 	backends/cuda/embedding.cu \
+	backends/cuda/set_rows.cu \
 	backends/cuda/weights.cu \
 	backends/cuda/linear.cu
 

@@ -15,6 +15,8 @@ template <lk_dtype DX, lk_dtype DY, bool VEC, bool LAYER>
 __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
     norm_kernel(lk_norm_args a, lk_rows_cfg c)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
     typedef typename lk_elem<DX>::T TX;
     typedef typename lk_elem<DY>::T TY;
     LK_ROWS_SMEM(smem);
@@ -78,6 +80,8 @@ __global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H,
                                   H == 1 ? 1 : PRE ? 2 : 1024 / (64 * H))
     norm_reg_kernel(lk_norm_args a)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
     typedef typename lk_elem<DX>::T TX;
     typedef typename lk_elem<DY>::T TY;
     __shared__ float sh[LK_RR_SMEM];
@@ -130,14 +134,14 @@ template <bool LAYER> struct norm_op {
     {
         /* decode's rows of one chunk past 1024: the weight loaded early */
         if (H == 2 && a.x.rows <= NORM_PRE_ROWS)
-            norm_reg_kernel<DX, DY, LAYER, J, H, H == 2><<<grid, block, 0, st>>>(a);
+            lk_launch(norm_reg_kernel<DX, DY, LAYER, J, H, H == 2>, grid, block, 0, st, a);
         else
-            norm_reg_kernel<DX, DY, LAYER, J, H><<<grid, block, 0, st>>>(a);
+            lk_launch(norm_reg_kernel<DX, DY, LAYER, J, H>, grid, block, 0, st, a);
     }
     template <lk_dtype DX, lk_dtype DY, bool VEC>
     static void cached(const lk_rows_cfg &c, cudaStream_t st, const lk_norm_args &a)
     {
-        LK_ROWS_LAUNCH((norm_kernel<DX, DY, VEC, LAYER>), c, st, a, c);
+        LK_ROWS_PDL_LAUNCH((norm_kernel<DX, DY, VEC, LAYER>), c, st, a, c);
     }
 };
 

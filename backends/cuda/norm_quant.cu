@@ -11,12 +11,16 @@
  * A NaN y_i the store would canonicalise only reaches memory through
  * amax and s, which lk_maximum and the scale's store canonicalise too.
  *
+ * Rows of 2 .. NQ_LONG_CHUNKS chunks (the FFN's 6912 among them): the same
+ * kernel with four threads per lane (H = 4, J = 16, 256 threads a chunk),
+ * so a decode row is spread over enough threads that its loads are all in
+ * flight at once and no thread holds more than 16 terms (the one-thread-
+ * per-lane version, 64 terms a thread, took 26 us for 6912 on the H200,
+ * slower than the two ops' 9 + 4 us).  lk_rr_sum_split passes each lane's
+ * chain from thread to thread, so the sum is still the contract's.
+ *
  * Longer rows: lk_rmsnorm into the queue's workspace, then
- * lk_quantize_act from it, in bands of rows that fit.  On the H200 the
- * one-block register kernel for a row of 6912 (two chunks, 64 terms per
- * thread) took 26 us against 9 + 8.5 us for the two ops (Nsight, one
- * decode step of the BitNet demo, 2026-11-21), so rows past one chunk take
- * the two ops. */
+ * lk_quantize_act from it, in bands of rows that fit. */
 #include <string.h>
 
 #include "backends/cuda/rows.cuh"
@@ -24,19 +28,30 @@
 
 namespace {
 
-/* PRE: the weight loaded with the row (a few rows, H = 2), as in norm.cu. */
-template <lk_dtype DX, int J, int H, bool PRE>
-__global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H,
-                                  H == 1 ? 1 : PRE ? 2 : 1024 / (64 * H))
+#define NQ_LONG_CHUNKS 4 /* rows of up to 16384 in one kernel */
+#define NQ_LONG_H 4
+
+/* PRE: the weight loaded with the row (a few rows, H > 1), as in norm.cu.
+ * C: chunks a block may hold (H > 1: 64 H C threads at most). */
+template <lk_dtype DX, int J, int H, int C, bool PRE>
+__global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H * C,
+                                  H == 1 ? 1
+                                  : C > 1 ? 1024 / (64 * H * C)
+                                  : PRE   ? 2
+                                          : 1024 / (64 * H))
     norm_quant_reg_kernel(lk_norm_quant_args a)
 {
     typedef typename lk_elem<DX>::T TX;
-    /* rows of one chunk: 64 H threads, so 2 H warps */
-    enum { NW = 2 * H };
+    /* 2 H warps a chunk */
+    enum { NW = H == 1 ? 2 * LK_RR_MAX_CHUNKS : 2 * H * C };
+    static_assert(NW <= 32, "one warp combines the warps' maxima");
     __shared__ float sh[LK_RR_SMEM];
     __shared__ unsigned red[NW];
+    lk_pdl_wait(); /* x and the weight are user tensors */
+    lk_pdl_trigger();
     const int64_t n = a.x.cols;
     const float nf = __ll2float_rn(n);
+    const int nw = (int)(blockDim.x >> 5);
     float wv[J]; /* PRE only */
     if (PRE && a.weight.data)
         lk_rr_load_any<J, H>(wv, a.weight.data, a.weight.dtype, n);
@@ -69,10 +84,8 @@ __global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H,
         if ((threadIdx.x & 31) == 0)
             red[threadIdx.x >> 5] = mw;
         __syncthreads();
-        mw = red[0];
-#pragma unroll
-        for (int w = 1; w < NW; w++)
-            mw = max(mw, red[w]);
+        /* every warp folds the warps' maxima itself: one load, one REDUX */
+        mw = lk_qa_warp_max((int)(threadIdx.x & 31) < nw ? red[threadIdx.x & 31] : 0u);
         const float s = __fdiv_rn(127.0f, lk_maximum(lk_qa_amax(mw), LK_QUANT_EPS));
         int8_t *qr = (int8_t *)a.q.data + r * a.q.ld;
         if (lk_rr_full<J, H>(n)) {
@@ -94,14 +107,14 @@ __global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H,
 
 #define NQ_PRE_ROWS 256
 
-template <lk_dtype DX, int J, int H>
+template <lk_dtype DX, int J, int H, int C>
 static void nq_launch(const lk_norm_quant_args &a, unsigned threads, cudaStream_t st)
 {
     const dim3 grid(lk_rr_grid(a.x.rows));
-    if (H == 2 && a.x.rows <= NQ_PRE_ROWS)
-        norm_quant_reg_kernel<DX, J, H, H == 2><<<grid, threads, 0, st>>>(a);
+    if (H > 1 && a.x.rows <= NQ_PRE_ROWS)
+        (void)lk_launch(norm_quant_reg_kernel<DX, J, H, C, (H > 1)>, grid, dim3(threads), 0, st, a);
     else
-        norm_quant_reg_kernel<DX, J, H, false><<<grid, threads, 0, st>>>(a);
+        (void)lk_launch(norm_quant_reg_kernel<DX, J, H, C, false>, grid, dim3(threads), 0, st, a);
 }
 
 /* Rows past one chunk: the two ops through the workspace, band by band. */
@@ -154,16 +167,23 @@ extern "C" lk_status lk_cuda_rmsnorm_quantize(void *queue, const lk_norm_quant_a
     const int64_t n = a->x.cols;
     if (a->x.rows <= 0 || n <= 0)
         return LK_OK;
-    if (n > LK_CHUNK)
+    if (n > (int64_t)NQ_LONG_CHUNKS * LK_CHUNK)
         return nq_two_pass(queue, op, a);
+    if (n > LK_CHUNK) {
+        const unsigned threads = NQ_LONG_H * lk_rr_threads(n);
+        LK_FLOAT_SWITCH(a->x.dtype, DX,
+                        (nq_launch<DX, 64 / NQ_LONG_H, NQ_LONG_H, NQ_LONG_CHUNKS>(*a, threads,
+                                                                                op.stream())));
+        return op.launched();
+    }
     /* rows of one chunk past 1024: two threads per lane, as norm.cu */
     const bool split = n > 16 * LK_LANES;
     const unsigned threads = split ? 2 * 64 : lk_rr_threads(n);
     LK_FLOAT_SWITCH(a->x.dtype, DX, {
         if (split)
-            nq_launch<DX, 32, 2>(*a, threads, op.stream());
+            nq_launch<DX, 32, 2, 1>(*a, threads, op.stream());
         else
-            nq_launch<DX, 16, 1>(*a, threads, op.stream());
+            nq_launch<DX, 16, 1, 1>(*a, threads, op.stream());
     });
     return op.launched();
 }

@@ -106,6 +106,8 @@ static __device__ __forceinline__ void lk_q_load_w_t2(const lk_qgemm_args &q, bo
 template <bool T2>
 __global__ void __launch_bounds__(256) lk_qgemm_tile_kernel(lk_qgemm_args q, int xvec, int wvec)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
     __shared__ uint32_t Xs[QBM][QBKW + 1];
     __shared__ uint32_t Ws[QBN][QBKW + 1];
     const int tid = threadIdx.x, ty = tid >> 4, tx = tid & 15;
@@ -168,7 +170,8 @@ template <bool T2> static inline void lk_qgemm_tiled(const lk_qgemm_args &q, cud
         if (q.x_scale.data)
             s.x_scale.data = (float *)q.x_scale.data + m0 * q.x_scale.ld;
         const int64_t gy = (s.m + QBM - 1) / QBM;
-        lk_qgemm_tile_kernel<T2><<<dim3((unsigned)gx, (unsigned)gy), 256, 0, st>>>(s, xvec, wvec);
+        lk_launch(lk_qgemm_tile_kernel<T2>, dim3((unsigned)gx, (unsigned)gy), 256, 0, st, s, xvec,
+                  wvec);
     }
 }
 

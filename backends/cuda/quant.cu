@@ -29,6 +29,8 @@ template <lk_dtype DX, bool VEC>
 __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
     quantize_act_kernel(lk_quant_args a, lk_rows_cfg c)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
     typedef typename lk_elem<DX>::T TX;
     LK_ROWS_SMEM(smem);
     const lk_group g = lk_group_make(c, smem);
@@ -69,6 +71,8 @@ __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
 template <lk_dtype DX, bool VEC>
 __global__ void __launch_bounds__(LK_QA_THREADS) quantize_act_reg_kernel(lk_quant_args a)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
     typedef typename lk_elem<DX>::T TX;
     __shared__ unsigned red[2][LK_QA_THREADS / 32];
     const int n = (int)a.x.cols, tid = threadIdx.x;
@@ -141,6 +145,8 @@ template <lk_dtype DX, bool VEC>
 __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
     abs_row_sums_kernel(lk_quant_args a, lk_rows_cfg c, float *rs)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
     typedef typename lk_elem<DX>::T TX;
     LK_ROWS_SMEM(smem);
     const lk_group g = lk_group_make(c, smem);
@@ -157,6 +163,8 @@ __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
 __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
     ternary_scale_kernel(lk_quant_args a, lk_rows_cfg c, float *rs)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
     LK_ROWS_SMEM(smem);
     const lk_group g = lk_group_make(c, smem);
     if (g.index != 0)
@@ -175,6 +183,8 @@ __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
 template <lk_dtype DX>
 __global__ void __launch_bounds__(256) ternary_pack_kernel(lk_quant_args a, const float *mp)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
     typedef typename lk_elem<DX>::T TX;
     const int64_t K = a.x.cols;
     const int64_t bpr = (K + 3) / 4; /* bytes per row */
@@ -212,18 +222,20 @@ extern "C" lk_status lk_cuda_quantize_act(void *queue, const lk_quant_args *a)
         const unsigned grid = lk_grid_cap(a->x.rows, 65535);
         LK_FLOAT_SWITCH(a->x.dtype, DX, {
             if (qvec)
-                quantize_act_reg_kernel<DX, true><<<grid, LK_QA_THREADS, 0, op.stream()>>>(*a);
+                (void)lk_launch(quantize_act_reg_kernel<DX, true>, dim3(grid), dim3(LK_QA_THREADS), 0,
+                                op.stream(), *a);
             else
-                quantize_act_reg_kernel<DX, false><<<grid, LK_QA_THREADS, 0, op.stream()>>>(*a);
+                (void)lk_launch(quantize_act_reg_kernel<DX, false>, dim3(grid), dim3(LK_QA_THREADS), 0,
+                                op.stream(), *a);
         });
         return op.launched();
     }
     lk_rows_cfg c = lk_rows_plan(a->x.rows, a->x.cols, true);
     LK_FLOAT_SWITCH(a->x.dtype, DX, {
         if (vec)
-            LK_ROWS_LAUNCH((quantize_act_kernel<DX, true>), c, op.stream(), *a, c);
+            (void)LK_ROWS_PDL_LAUNCH((quantize_act_kernel<DX, true>), c, op.stream(), *a, c);
         else
-            LK_ROWS_LAUNCH((quantize_act_kernel<DX, false>), c, op.stream(), *a, c);
+            (void)LK_ROWS_PDL_LAUNCH((quantize_act_kernel<DX, false>), c, op.stream(), *a, c);
     });
     return op.launched();
 }
@@ -251,11 +263,11 @@ extern "C" lk_status lk_cuda_quantize_ternary(void *queue, const lk_quant_args *
     const unsigned pack_blocks = lk_grid_cap((bytes + 255) / 256, (int64_t)1 << 20);
     LK_FLOAT_SWITCH(a->x.dtype, DX, {
         if (vec)
-            LK_ROWS_LAUNCH((abs_row_sums_kernel<DX, true>), c, op.stream(), *a, c, rs);
+            (void)LK_ROWS_PDL_LAUNCH((abs_row_sums_kernel<DX, true>), c, op.stream(), *a, c, rs);
         else
-            LK_ROWS_LAUNCH((abs_row_sums_kernel<DX, false>), c, op.stream(), *a, c, rs);
-        LK_ROWS_LAUNCH(ternary_scale_kernel, one, op.stream(), *a, one, rs);
-        ternary_pack_kernel<DX><<<pack_blocks, 256, 0, op.stream()>>>(*a, rs + N);
+            (void)LK_ROWS_PDL_LAUNCH((abs_row_sums_kernel<DX, false>), c, op.stream(), *a, c, rs);
+        (void)LK_ROWS_PDL_LAUNCH(ternary_scale_kernel, one, op.stream(), *a, one, rs);
+        (void)lk_launch(ternary_pack_kernel<DX>, dim3(pack_blocks), dim3(256), 0, op.stream(), *a, rs + N);
     });
     return op.launched();
 }

@@ -77,6 +77,8 @@ template <lk_dtype DX, bool VEC>
 __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
     reduce_kernel(lk_reduce_args a, lk_rows_cfg c)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
     typedef typename lk_elem<DX>::T TX;
     LK_ROWS_SMEM(smem);
     const lk_group g = lk_group_make(c, smem);
@@ -143,6 +145,8 @@ __global__ void __launch_bounds__(256)
     partials_kernel(lk_reduce_args a, int mode, int64_t C, int64_t CP, float *part,
                     int64_t *ipart, const float *mean)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
     typedef typename lk_elem<DX>::T TX;
     const int64_t n = a.x.cols;
     const int64_t total = a.x.rows * C;
@@ -198,6 +202,8 @@ __global__ void __launch_bounds__(FP_THREADS)
     fold_partials_kernel(lk_reduce_args a, int mode, int64_t C, int64_t CP, float *part,
                          int64_t *ipart)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
     typedef typename lk_elem<DX>::T TX;
     __shared__ uint32_t wkey[FP_THREADS / LK_WARP];
     __shared__ int64_t widx[FP_THREADS / LK_WARP];
@@ -265,6 +271,8 @@ __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
     combine_kernel(lk_reduce_args a, lk_rows_cfg c, int mode, int64_t C, int64_t CP,
                    const float *part, const int64_t *ipart, float *mean_out)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
     LK_ROWS_SMEM(smem);
     const lk_group g = lk_group_make(c, smem);
     const int64_t n = a.x.cols;
@@ -330,15 +338,18 @@ void launch_split(const lk_reduce_args *a, cudaStream_t st, int64_t C, int64_t C
     }
     const bool var = a->op == LK_REDUCE_VAR || a->op == LK_REDUCE_VAR_UNBIASED;
     if (first == M_SUM)
-        partials_kernel<DX, VEC><<<blocks, 256, 0, st>>>(*a, first, C, CP, part, ipart, mean);
+        lk_launch(partials_kernel<DX, VEC>, blocks, 256, 0, st, *a, first, C, CP, part, ipart,
+                  mean);
     else
-        fold_partials_kernel<DX><<<lk_grid_cap(rows * C, (int64_t)1 << 20), FP_THREADS, 0, st>>>(
-            *a, first, C, CP, part, ipart);
-    LK_ROWS_LAUNCH(combine_kernel, c, st, *a, c, first, C, CP, part, ipart,
-                   var ? mean : nullptr);
+        lk_launch(fold_partials_kernel<DX>, lk_grid_cap(rows * C, (int64_t)1 << 20), FP_THREADS, 0,
+                  st, *a, first, C, CP, part, ipart);
+    LK_ROWS_PDL_LAUNCH(combine_kernel, c, st, *a, c, first, C, CP, part, ipart,
+                       var ? mean : nullptr);
     if (var) {
-        partials_kernel<DX, VEC><<<blocks, 256, 0, st>>>(*a, M_SQDEV, C, CP, part, ipart, mean);
-        LK_ROWS_LAUNCH(combine_kernel, c, st, *a, c, (int)M_SQDEV, C, CP, part, ipart, nullptr);
+        lk_launch(partials_kernel<DX, VEC>, blocks, 256, 0, st, *a, M_SQDEV, C, CP, part, ipart,
+                  mean);
+        LK_ROWS_PDL_LAUNCH(combine_kernel, c, st, *a, c, (int)M_SQDEV, C, CP, part, ipart,
+                           nullptr);
     }
 }
 
@@ -383,9 +394,9 @@ extern "C" lk_status lk_cuda_reduce(void *queue, const lk_reduce_args *a)
         lk_rows_cfg c = lk_rows_plan(rows, n, var);
         LK_FLOAT_SWITCH(a->x.dtype, DX, {
             if (vec)
-                LK_ROWS_LAUNCH((reduce_kernel<DX, true>), c, op.stream(), *a, c);
+                LK_ROWS_PDL_LAUNCH((reduce_kernel<DX, true>), c, op.stream(), *a, c);
             else
-                LK_ROWS_LAUNCH((reduce_kernel<DX, false>), c, op.stream(), *a, c);
+                LK_ROWS_PDL_LAUNCH((reduce_kernel<DX, false>), c, op.stream(), *a, c);
         });
     }
     return op.launched();

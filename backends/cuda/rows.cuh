@@ -272,5 +272,9 @@ static __device__ __forceinline__ float lk_row_sum(const lk_group &g, const type
 /* Launch helper: a row kernel with its configuration. */
 #define LK_ROWS_LAUNCH(kernel, c, stream, ...)                                               \
     kernel<<<(c).grid, (c).threads, (c).smem, (stream)>>>(__VA_ARGS__)
+/* The same through lk_launch (launch.cuh), for a kernel that calls
+ * lk_pdl_wait() first. */
+#define LK_ROWS_PDL_LAUNCH(kernel, c, stream, ...)                                           \
+    lk_launch(kernel, (c).grid, (c).threads, (c).smem, (stream), __VA_ARGS__)
 
 #endif

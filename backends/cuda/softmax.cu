@@ -65,6 +65,8 @@ template <lk_dtype DX, lk_dtype DY, bool VEC, bool LOG>
 __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
     softmax_kernel(lk_softmax_args a, lk_rows_cfg c)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
     typedef typename lk_elem<DX>::T TX;
     typedef typename lk_elem<DY>::T TY;
     LK_ROWS_SMEM(smem);
@@ -120,6 +122,8 @@ __global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H * C,
                                   H == 1 ? 1 : (LOG ? 6 : 8) / C > 0 ? (LOG ? 6 : 8) / C : 1)
     softmax_reg_kernel(lk_softmax_args a)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
     typedef typename lk_elem<DX>::T TX;
     typedef typename lk_elem<DY>::T TY;
     __shared__ float sh[LK_RR_SMEM];
@@ -161,12 +165,12 @@ template <bool LOG> struct softmax_op {
     template <lk_dtype DX, lk_dtype DY, int J, int H, int C = 1>
     static void reg(dim3 grid, dim3 block, cudaStream_t st, const lk_softmax_args &a)
     {
-        softmax_reg_kernel<DX, DY, LOG, J, H, C><<<grid, block, 0, st>>>(a);
+        lk_launch(softmax_reg_kernel<DX, DY, LOG, J, H, C>, grid, block, 0, st, a);
     }
     template <lk_dtype DX, lk_dtype DY, bool VEC>
     static void cached(const lk_rows_cfg &c, cudaStream_t st, const lk_softmax_args &a)
     {
-        LK_ROWS_LAUNCH((softmax_kernel<DX, DY, VEC, LOG>), c, st, a, c);
+        LK_ROWS_PDL_LAUNCH((softmax_kernel<DX, DY, VEC, LOG>), c, st, a, c);
     }
 };
 

@@ -109,6 +109,8 @@ template <lk_dtype D, int BM, int BN, int WARPS_M, int WARPS_N, bool FAST>
 __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32)
     tc_gemm_kernel(tc_kargs g)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
     constexpr int NT = WARPS_M * WARPS_N * 32;
     constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
     constexpr int MI = WM / 16, NI = WN / 8;
@@ -260,11 +262,11 @@ void tc_launch(const tc_kargs &g, bool fast, cudaStream_t stream)
     const dim3 grid((unsigned)((g.N + BN - 1) / BN), (unsigned)((g.M + BM - 1) / BM),
                     lk_grid_cap(g.batch, 65535));
     if (fast)
-        tc_gemm_kernel<D, BM, BN, WARPS_M, WARPS_N, true>
-            <<<grid, WARPS_M * WARPS_N * 32, 0, stream>>>(g);
+        lk_launch(tc_gemm_kernel<D, BM, BN, WARPS_M, WARPS_N, true>, grid, WARPS_M * WARPS_N * 32, 0,
+                  stream, g);
     else
-        tc_gemm_kernel<D, BM, BN, WARPS_M, WARPS_N, false>
-            <<<grid, WARPS_M * WARPS_N * 32, 0, stream>>>(g);
+        lk_launch(tc_gemm_kernel<D, BM, BN, WARPS_M, WARPS_N, false>, grid, WARPS_M * WARPS_N * 32, 0,
+                  stream, g);
 }
 
 } // namespace

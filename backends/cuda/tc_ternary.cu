@@ -76,6 +76,8 @@ __device__ __forceinline__ void mma_s8(int (&d)[4], const uint32_t (&a)[4], uint
 template <bool T2, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool FAST>
 __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32) tq_kernel(lk_qgemm_args q)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int NT = WARPS_M * WARPS_N * 32;
     constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
@@ -269,8 +271,8 @@ bool tq_launch(const lk_cuda_device *dev, const lk_qgemm_args &q, cudaStream_t s
         if (q.x_scale.data)
             s.x_scale.data = (float *)q.x_scale.data + m0 * q.x_scale.ld;
         const int64_t gy = (s.m + BM - 1) / BM;
-        tq_kernel<T2, BM, BN, WARPS_M, WARPS_N, STAGES, FAST>
-            <<<dim3((unsigned)gx, (unsigned)gy), WARPS_M * WARPS_N * 32, smem, st>>>(s);
+        lk_launch(tq_kernel<T2, BM, BN, WARPS_M, WARPS_N, STAGES, FAST>,
+                  dim3((unsigned)gx, (unsigned)gy), WARPS_M * WARPS_N * 32, smem, st, s);
     }
     return true;
 }

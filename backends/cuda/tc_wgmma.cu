@@ -460,6 +460,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     wg_gemm_kernel(const __grid_constant__ CUtensorMap amap,
                    const __grid_constant__ CUtensorMap bmap, wg_kargs g)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
 #if LK_WG_BODY
     typedef wg_cfg<BM, BN> C;
     constexpr int WN = C::WN;
@@ -605,6 +607,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     wq_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap,
               wq_kargs g)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
 #if LK_WG_BODY
     typedef wq_cfg<T2, BN> C;
     constexpr int ACC = BN / 2; /* int32 accumulators per thread: 64 x BN over 128 threads */
@@ -842,6 +846,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     wr_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap,
               wq_kargs g)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
 #if LK_WG_BODY
     typedef wr_cfg<BX> C;
     constexpr int ACC = BX / 2; /* int32 accumulators per thread: 64 x BX over 128 threads */
@@ -1066,7 +1072,7 @@ bool wg_launch(const lk_cuda_device *dev, const lk_gemm_args *a, cudaStream_t st
     const int64_t total = g.tiles_m * g.tiles_n * a->batch;
     const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1;
     const unsigned grid = (unsigned)(total < sms ? total : sms);
-    wg_gemm_kernel<D, BM, BN><<<grid, WG_THREADS, C::SMEM, st>>>(am, bm, g);
+    lk_launch(wg_gemm_kernel<D, BM, BN>, grid, WG_THREADS, C::SMEM, st, am, bm, g);
     return true;
 }
 
@@ -1128,7 +1134,7 @@ bool wq_launch(const lk_cuda_device *dev, const lk_qgemm_args *q, cudaStream_t s
     g.ktiles = (q->k + WQ_BK - 1) / WQ_BK;
     const int64_t tiles = g.tiles_m * g.tiles_n, sms = dev->sm_count > 0 ? dev->sm_count : 1;
     const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
-    wq_kernel<T2, BN><<<grid, WG_THREADS, C::SMEM, st>>>(xm, wm, g);
+    lk_launch(wq_kernel<T2, BN>, grid, WG_THREADS, C::SMEM, st, xm, wm, g);
     return true;
 }
 
@@ -1173,7 +1179,7 @@ template <int BX> bool wr_launch(const lk_cuda_device *dev, const lk_qgemm_args 
     g.ktiles = (q->k + WQ_BK - 1) / WQ_BK;
     const int64_t tiles = g.tiles_m * g.tiles_n, sms = dev->sm_count > 0 ? dev->sm_count : 1;
     const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
-    wr_kernel<BX><<<grid, WG_THREADS, C::SMEM, st>>>(xm, wm, g);
+    lk_launch(wr_kernel<BX>, grid, WG_THREADS, C::SMEM, st, xm, wm, g);
     return true;
 }
 

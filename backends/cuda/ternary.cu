@@ -16,6 +16,10 @@
  * x is zero past K, so padding codes and the code of any k >= K add 0.
  * Larger M, or x too large for shared memory: the dp4a tile kernel with
  * the codes decoded to int8 (backends/cuda/qgemm.cuh). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cuda/linear.cuh"
 #include "backends/cuda/qgemm.cuh"
 #include "backends/cuda/tc_ternary.cuh"
 
@@ -86,13 +90,18 @@ __global__ void __launch_bounds__(256) unpack_kernel(lk_pack_args p)
  * threads of a row on distinct banks. */
 __device__ __forceinline__ int xp_offset(int64_t g) { return (int)(g * 4 + (g >> 2) * 4); }
 
+/* early: the weights are a prepared lk_weights handle's (decided on the
+ * host), so they are requested before lk_pdl_wait(); x, the scales and y
+ * are touched only after it.  Each thread also sums x over its own
+ * segments (dp4a against ones) and subtracts that from its dot, so no
+ * block-wide sum of x (atomics, a second barrier) stands before the
+ * first dp4a; the butterfly adds the parts, exact modulo 2^32 as before. */
 template <int MT, int TG_PER_ROW>
 __global__ void __launch_bounds__(TG_THREADS)
-    t2_gemv_kernel(lk_qgemm_args q, int xw, int nseg, int wvec)
+    t2_gemv_kernel(lk_qgemm_args q, int xw, int nseg, int wvec, int early)
 {
     extern __shared__ uint4 t2_smem4[];
     uint32_t *xp = reinterpret_cast<uint32_t *>(t2_smem4); /* [MT][xw] */
-    int *sumx = reinterpret_cast<int *>(xp + MT * xw);     /* [MT] */
     const int tid = threadIdx.x;
     const int64_t K = q.k;
 
@@ -100,7 +109,8 @@ __global__ void __launch_bounds__(TG_THREADS)
     const int64_t n = (int64_t)blockIdx.x * TG_ROWS + tid / TG_PER_ROW;
     const int t = tid % TG_PER_ROW;
     const int64_t bpr = (K + 3) / 4;
-    const uint8_t *wr = (const uint8_t *)q.w.data + (n < q.n ? n : 0) * (q.w.ld / 4);
+    const int64_t ldb = q.w.ld / 4;
+    const uint8_t *wr = (const uint8_t *)q.w.data + (n < q.n ? n : 0) * ldb;
     /* 16 bytes of row n (64 codes), zero past the row's bytes */
     auto load_seg = [&](int seg) -> uint4 {
         if (wvec && (int64_t)seg * 16 + 16 <= bpr)
@@ -111,6 +121,13 @@ __global__ void __launch_bounds__(TG_THREADS)
                 v[j / 4] |= (uint32_t)wr[(int64_t)seg * 16 + j] << (8 * (j % 4));
         return make_uint4(v[0], v[1], v[2], v[3]);
     };
+    if (!early)
+        lk_pdl_wait();
+    else if (nseg > TG_PER_ROW * TG_PREFETCH && wvec) {
+        const int64_t n0 = (int64_t)blockIdx.x * TG_ROWS;
+        const int64_t rows = q.n - n0 < TG_ROWS ? q.n - n0 : TG_ROWS;
+        lk_prefetch_l2((const uint8_t *)q.w.data + n0 * ldb, (rows - 1) * ldb + nseg * 16);
+    }
     /* the first segments are requested before x is prepared, so that the
      * weights stream while the block builds its copy of x */
     uint4 pre[TG_PREFETCH];
@@ -119,19 +136,14 @@ __global__ void __launch_bounds__(TG_THREADS)
         const int seg = t + TG_PER_ROW * i;
         pre[i] = n < q.n && seg < nseg ? load_seg(seg) : make_uint4(0, 0, 0, 0);
     }
+    if (early)
+        lk_pdl_wait();
+    lk_pdl_trigger();
 
     /* x, one group of 16 k per thread and step: one 16-byte load where it
-     * can, the four plane words by byte permutes, and its sum by dp4a
-     * against ones (exact: |sum| <= 128 K fits int32). */
-    if (tid < MT)
-        sumx[tid] = 0;
-    __syncthreads();
+     * can, the four plane words by byte permutes */
     const int64_t groups = (int64_t)(xw / 20) * 4;
     const int xvec = (uintptr_t)q.x.data % 16 == 0 && q.x.ld % 16 == 0;
-    int xsum[MT];
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-        xsum[m] = 0;
 #pragma unroll 2
     for (int64_t g = tid; g < groups; g += TG_THREADS) {
 #pragma unroll
@@ -149,10 +161,6 @@ __global__ void __launch_bounds__(TG_THREADS)
                     v = make_uint4(w4[0], w4[1], w4[2], w4[3]);
                 }
             }
-            xsum[m] = __dp4a((int)v.x, 0x01010101, xsum[m]);
-            xsum[m] = __dp4a((int)v.y, 0x01010101, xsum[m]);
-            xsum[m] = __dp4a((int)v.z, 0x01010101, xsum[m]);
-            xsum[m] = __dp4a((int)v.w, 0x01010101, xsum[m]);
             uint32_t *dst = xp + m * xw + xp_offset(g);
 #pragma unroll
             for (int e = 0; e < 4; e++) {
@@ -161,22 +169,14 @@ __global__ void __launch_bounds__(TG_THREADS)
             }
         }
     }
-#pragma unroll
-    for (int m = 0; m < MT; m++) {
-        int s = xsum[m];
-#pragma unroll
-        for (int d = 16; d >= 1; d >>= 1)
-            s += __shfl_xor_sync(LK_FULL_MASK, s, d);
-        if ((tid & (LK_WARP - 1)) == 0 && s != 0)
-            atomicAdd(&sumx[m], s);
-    }
     __syncthreads();
 
-    uint32_t acc[MT];
+    /* acc = sum x * code, sx = sum x, over this thread's segments; every
+     * x word enters sx once (its four bytes against ones) */
+    uint32_t acc[MT], sx[MT];
 #pragma unroll
     for (int m = 0; m < MT; m++)
-        acc[m] = 0;
-    /* acc += sum over the segment's 64 k of x * code, plane by plane */
+        acc[m] = sx[m] = 0;
     auto dot_seg = [&](const uint4 &w, int seg) {
         const uint32_t words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
@@ -190,6 +190,7 @@ __global__ void __launch_bounds__(TG_THREADS)
                 for (int e = 0; e < 4; e++) {
                     const uint32_t plane = (words[qq] >> (2 * e)) & 0x03030303u;
                     acc[m] = (uint32_t)__dp4a((int)plane, (int)xs[e], (int)acc[m]);
+                    sx[m] = (uint32_t)__dp4a(0x01010101, (int)xs[e], (int)sx[m]);
                 }
             }
         }
@@ -207,6 +208,7 @@ __global__ void __launch_bounds__(TG_THREADS)
     }
 #pragma unroll
     for (int m = 0; m < MT; m++) {
+        acc[m] -= sx[m];
 #pragma unroll
         for (int d = TG_PER_ROW / 2; d >= 1; d >>= 1)
             acc[m] += __shfl_xor_sync(LK_FULL_MASK, acc[m], d);
@@ -215,15 +217,16 @@ __global__ void __launch_bounds__(TG_THREADS)
 #pragma unroll
         for (int m = 0; m < MT; m++)
             if (m < q.m)
-                lk_qgemm_store(q, m, n, (int32_t)(acc[m] - (uint32_t)sumx[m]));
+                lk_qgemm_store(q, m, n, (int32_t)acc[m]);
     }
 }
 
-template <int MT> bool t2_gemv(const lk_qgemm_args &q, cudaStream_t st)
+/* early: see t2_gemv_kernel */
+template <int MT> bool t2_gemv(const lk_qgemm_args &q, cudaStream_t st, int early)
 {
     const int64_t groups = ((q.k + 63) / 64) * 4; /* K padded to whole 16-byte pieces */
     const int64_t xw = groups / 4 * 20;
-    const size_t smem = (size_t)(MT * xw) * 4 + MT * sizeof(int);
+    const size_t smem = (size_t)(MT * xw) * 4;
     if (smem > 48 * 1024)
         return false;
     const int64_t bpr = (q.k + 3) / 4;
@@ -234,10 +237,30 @@ template <int MT> bool t2_gemv(const lk_qgemm_args &q, cudaStream_t st)
     if (blocks > ((int64_t)1 << 31) - 1)
         return false;
     if (pr == 16)
-        t2_gemv_kernel<MT, 16><<<(unsigned)blocks, TG_THREADS, smem, st>>>(q, (int)xw, nseg, wvec);
+        (void)lk_launch(t2_gemv_kernel<MT, 16>, dim3((unsigned)blocks), dim3(TG_THREADS), smem, st,
+                        q, (int)xw, nseg, wvec, early);
     else
-        t2_gemv_kernel<MT, 8><<<(unsigned)blocks, TG_THREADS, smem, st>>>(q, (int)xw, nseg, wvec);
+        (void)lk_launch(t2_gemv_kernel<MT, 8>, dim3((unsigned)blocks), dim3(TG_THREADS), smem, st,
+                        q, (int)xw, nseg, wvec, early);
     return true;
+}
+
+/* lk_ternary_gemm's kernels; early: the weights are prepared */
+void t2_run(lk_op_scope &op, const lk_qgemm_args *q, int early)
+{
+    bool done = false;
+    if (q->m == 1)
+        done = t2_gemv<1>(*q, op.stream(), early);
+    else if (q->m == 2)
+        done = t2_gemv<2>(*q, op.stream(), early);
+    else if (q->m <= 4)
+        done = t2_gemv<4>(*q, op.stream(), early);
+    else if (q->m <= 8)
+        done = t2_gemv<8>(*q, op.stream(), early);
+    if (!done)
+        done = lk_cuda_tc_qgemm(op.q, q, true); /* M > 8 on sm_80+: tc_ternary.cu */
+    if (!done)
+        lk_qgemm_tiled<true>(*q, op.stream());
 }
 
 } // namespace
@@ -298,18 +321,71 @@ extern "C" lk_status lk_cuda_ternary_gemm(void *queue, const lk_qgemm_args *q)
     lk_op_scope op(queue, "lk_ternary_gemm");
     if (!op.ok())
         return op.status();
-    bool done = false;
-    if (q->m == 1)
-        done = t2_gemv<1>(*q, op.stream());
-    else if (q->m == 2)
-        done = t2_gemv<2>(*q, op.stream());
-    else if (q->m <= 4)
-        done = t2_gemv<4>(*q, op.stream());
-    else if (q->m <= 8)
-        done = t2_gemv<8>(*q, op.stream());
-    if (!done)
-        done = lk_cuda_tc_qgemm(op.q, q, true); /* M > 8 on sm_80+: tc_ternary.cu */
-    if (!done)
-        lk_qgemm_tiled<true>(*q, op.stream());
+    t2_run(op, q, 0); /* user tensors: an earlier op may write the weights */
+    return op.launched();
+}
+
+/* Prepared ternary weights: the canonical LK_T2 rows copied with a row
+ * pitch of whole 16-byte pieces (every segment one vector load), and the
+ * scales after them in the same allocation (lk_cuda_weights_destroy frees
+ * one pointer).  Only the copy is ours: the kernels are lk_ternary_gemm's,
+ * told that no op writes these bytes, so the GEMV requests them before
+ * its lk_pdl_wait(). */
+lk_status lk_cuda_t2_prepare(lk_op_scope &op, const lk_weights_args *a, void **out)
+{
+    const lk_tensor &w = a->w, &s = a->w_scale;
+    const int64_t bpr = (w.cols + 3) / 4, ldb = (bpr + 15) / 16 * 16;
+    const size_t wbytes = (size_t)(w.rows * ldb), sbytes = (size_t)s.cols * sizeof(float);
+    lk_cuda_weights *h = (lk_cuda_weights *)calloc(1, sizeof *h);
+    if (!h)
+        return op.fail(LK_ERR_OUT_OF_MEMORY, "lk_weights_prepare: out of host memory");
+    h->dt = LK_T2;
+    h->n = w.rows;
+    h->k = w.cols;
+    h->ldw = ldb * 4;
+    h->scale_n = s.cols;
+    h->bytes = wbytes + sbytes;
+    (void)cudaGetLastError();
+    cudaError_t e = cudaMalloc(&h->w, h->bytes);
+    if (e != cudaSuccess) {
+        free(h);
+        return lk_cuda_fail(op.q->dev->host, e, "lk_weights_prepare: cudaMalloc");
+    }
+    h->scale = (char *)h->w + wbytes;
+    e = cudaMemsetAsync(h->w, 0, wbytes, op.stream());
+    if (e == cudaSuccess)
+        e = cudaMemcpy2DAsync(h->w, (size_t)ldb, w.data, (size_t)(w.ld / 4), (size_t)bpr,
+                              (size_t)w.rows, cudaMemcpyDeviceToDevice, op.stream());
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(h->scale, s.data, sbytes, cudaMemcpyDeviceToDevice, op.stream());
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(op.stream());
+    if (e != cudaSuccess) {
+        (void)cudaFree(h->w);
+        free(h);
+        return lk_cuda_fail(op.q->dev->host, e, "lk_weights_prepare");
+    }
+    *out = h;
+    return LK_OK;
+}
+
+extern "C" lk_status lk_cuda_ternary_linear(void *queue, const lk_linear_args *la)
+{
+    lk_op_scope op(queue, "lk_ternary_linear");
+    if (!op.ok())
+        return op.status();
+    const lk_cuda_weights *h = (const lk_cuda_weights *)la->prepared;
+    lk_qgemm_args q;
+    memset(&q, 0, sizeof q);
+    q.m = la->m;
+    q.n = h->n;
+    q.k = h->k;
+    q.x = la->x;
+    q.x_scale = la->x_scale;
+    q.y = la->y;
+    q.w = lk_mat(h->w, LK_T2, h->n, h->k);
+    q.w.ld = h->ldw;
+    q.w_scale = lk_mat(h->scale, LK_F32, 1, h->scale_n);
+    t2_run(op, &q, 1);
     return op.launched();
 }

@@ -53,6 +53,8 @@ template <lk_dtype DX, lk_dtype DY, bool VEC>
 __global__ void __launch_bounds__(256) unary_kernel(lk_ew_shape s, const void *x, int64_t ldx,
                                                     void *y, int64_t ldy, unary_fn f)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
     typedef typename lk_elem<DX>::T TX;
     typedef typename lk_elem<DY>::T TY;
     LK_EW_FOR(s, VEC, r, i) {
@@ -81,11 +83,11 @@ extern "C" lk_status lk_cuda_unary(void *queue, const lk_unary_args *a)
     const unary_fn f = {a->op};
     LK_FLOAT_SWITCH(a->x.dtype, DX, LK_FLOAT_SWITCH(a->y.dtype, DY, {
         if (s.vec)
-            unary_kernel<DX, DY, true><<<s.grid, 256, 0, op.stream()>>>(s, a->x.data, ldx,
-                                                                        a->y.data, ldy, f);
+            lk_launch(unary_kernel<DX, DY, true>, s.grid, 256, 0, op.stream(), s, a->x.data, ldx,
+                      a->y.data, ldy, f);
         else
-            unary_kernel<DX, DY, false><<<s.grid, 256, 0, op.stream()>>>(s, a->x.data, ldx,
-                                                                         a->y.data, ldy, f);
+            lk_launch(unary_kernel<DX, DY, false>, s.grid, 256, 0, op.stream(), s, a->x.data, ldx,
+                      a->y.data, ldy, f);
     }));
     return op.launched();
 }

@@ -14,6 +14,8 @@ template <lk_dtype DW>
 __global__ void __launch_bounds__(256) prep_float_kernel(lk_tensor w, int64_t nkb, int64_t total,
                                                          uint4 *dst)
 {
+    lk_pdl_wait();
+    lk_pdl_trigger();
     typedef typename lk_elem<DW>::T T;
     constexpr int EPP = 16 / (int)sizeof(T);      /* elements per piece */
     constexpr int PPC = LK_KB / EPP;              /* pieces per chain */
@@ -78,11 +80,12 @@ extern "C" lk_status lk_cuda_weights_prepare(void *queue, const lk_weights_args 
         return op.status();
     lk_cuda_queue *q = op.q;
     const lk_tensor &w = a->w;
-    /* Ternary weights stay canonical: ternary.cu's t2_gemv (M <= 8) and the
-     * int8 tensor-core kernel (M > 8) read them faster than the prepared
-     * layout's kernel did (docs/bench.md), so the core keeps its copy. */
+    /* Ternary weights stay canonical (ternary.cu's t2_gemv and the int8
+     * tensor-core kernel read them faster than a rearranged layout did,
+     * docs/bench.md); the driver's own copy tells the GEMV that no op
+     * writes them, so it requests them before lk_pdl_wait(). */
     if (w.dtype == LK_T2)
-        return LK_ERR_UNSUPPORTED;
+        return lk_cuda_t2_prepare(op, a, out);
     const int64_t groups = (w.rows + LK_LIN_G - 1) / LK_LIN_G;
     const int64_t nkb = (w.cols + LK_KB - 1) / LK_KB;
     /* the float kernel keeps x and the block partials of its rows in
@@ -108,8 +111,12 @@ extern "C" lk_status lk_cuda_weights_prepare(void *queue, const lk_weights_args 
         const int64_t total = (int64_t)(h->bytes / 16);
         const unsigned blocks = lk_grid_cap((total + 255) / 256, (int64_t)1 << 20);
         LK_FLOAT_SWITCH(w.dtype, DW,
-                        prep_float_kernel<DW><<<blocks, 256, 0, op.stream()>>>(w, nkb, total,
-                                                                               (uint4 *)h->w));
+                        lk_launch(prep_float_kernel<DW>, blocks, 256, 0, op.stream(), w, nkb,
+                                  total, (uint4 *)h->w));
+        /* the linear kernels read prepared weights before their
+         * lk_pdl_wait(): none may start before these writes are done
+         * (launch.cuh; the synchronisation below also ensures it) */
+        (void)lk_pdl_fence(op.stream());
     }
     e = cudaGetLastError();
     if (e == cudaSuccess)

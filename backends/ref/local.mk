@@ -28,3 +28,5 @@ backends_ref_libref_la_SOURCES += backends/ref/mma_model.c
 noinst_HEADERS += backends/rope.h
 backends_ref_libref_la_SOURCES += backends/ref/rope.c backends/ref/attention.c \
 	backends/ref/embedding.c
+# lk_set_rows, the scatter counterpart of embedding (numerics.md section 12.4.1).
+backends_ref_libref_la_SOURCES += backends/ref/set_rows.c

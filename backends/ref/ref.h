@@ -50,5 +50,6 @@ float lk_mma_step(unsigned tier, lk_dtype dt, const uint16_t *a, const uint16_t 
 lk_status lk_ref_rope(const lk_rope_args *a);
 lk_status lk_ref_attention(const lk_attention_args *a);
 lk_status lk_ref_embedding(const lk_embedding_args *a);
+lk_status lk_ref_set_rows(const lk_set_rows_args *a);
 
 #endif

@@ -447,12 +447,13 @@ struct bn_model {
     int8_t *xq;
     float *xs;
     int32_t *ids, *pos;
+    int32_t *kvi;    /* each row's KV-cache row, b * max_ctx + pos (lk_set_rows) */
     int64_t *am;
-    int32_t *h_ids, *h_pos; /* host staging, alive until the sync */
+    int32_t *h_ids, *h_pos, *h_kvi; /* host staging, alive until the sync */
     int64_t *h_am;
     unsigned flags;
-    lk_graph **seg;  /* BN_GRAPH: the decode step's n_layer + 1 segments */
-    int64_t seg_b;   /* the batch they were captured for, 0: none */
+    lk_graph **step; /* BN_GRAPH: the whole decode step of b + 1 sequences */
+    int64_t last_b;  /* the batch of the last decode step, 0: none yet */
     void **hbufs;    /* host copies of the fused projections (host devices read them) */
     int nhbuf;
 };
@@ -512,6 +513,7 @@ void bn_model_destroy(bn_model *m)
     free(m->L);
     free(m->h_ids);
     free(m->h_pos);
+    free(m->h_kvi);
     free(m->h_am);
     free(m);
 }
@@ -594,8 +596,9 @@ int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t ma
     m->L = calloc((size_t)c->n_layer, sizeof *m->L);
     m->h_ids = malloc((size_t)M * 4);
     m->h_pos = malloc((size_t)M * 4);
+    m->h_kvi = malloc((size_t)M * 4);
     m->h_am = malloc((size_t)max_batch * 8);
-    ok = m->L && m->h_ids && m->h_pos && m->h_am;
+    ok = m->L && m->h_ids && m->h_pos && m->h_kvi && m->h_am;
     size_t eb = (size_t)(c->vocab * c->dim) * 2;
     ok = ok && (m->embd = upload(m, w->embd, eb));
     ok = ok && (m->lm_head = w->lm_head ? upload(m, w->lm_head, eb) : m->embd);
@@ -630,6 +633,7 @@ int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t ma
     ok = ok && (m->xs = dalloc(m, (size_t)M * 4));
     ok = ok && (m->ids = dalloc(m, (size_t)M * 4));
     ok = ok && (m->pos = dalloc(m, (size_t)M * 4));
+    ok = ok && (m->kvi = dalloc(m, (size_t)M * 4));
     ok = ok && (m->am = dalloc(m, (size_t)max_batch * 8));
     for (int64_t l = 0; ok && (flags & BN_PREPARED) && l < c->n_layer; l++) {
         bn_tdev *td[4] = {&m->L[l].qkv, &m->L[l].t[3], &m->L[l].gu, &m->L[l].t[6]};
@@ -725,25 +729,17 @@ static int layer_front(bn_model *m, bn_acts *a, int64_t l, char *err, size_t err
     return 0;
 }
 
-/* The new k and v rows into layer l's cache at positions pos0 ... */
-static int cache_store(bn_model *m, bn_acts *a, int64_t l, int64_t pos0, char *err,
-                       size_t errlen)
+/* The new k and v rows into layer l's cache, at the rows m->kvi holds
+ * (b * max_ctx + position): one scatter whose destination is read from
+ * the device, so a captured graph stays valid as the position moves. */
+static int cache_store(bn_model *m, bn_acts *a, int64_t l, char *err, size_t errlen)
 {
     const bn_config *c = &m->c;
-    const int64_t qd = c->n_head * c->head_dim, kvd = c->n_kv * c->head_dim, T = a->T;
-    const int64_t ld = qd + 2 * kvd;
-    bn_ldev *D = &m->L[l];
-    for (int64_t b = 0; b < a->B; b++) {
-        float *dst = D->kvc + (b * c->max_ctx + pos0) * 2 * kvd;
-        const float *src = m->qkv + b * T * ld + qd;
-        if (T == 1) {
-            TRY(lk_memcpy(m->q, dst, src, (size_t)(2 * kvd) * 4, LK_COPY_DEVICE_TO_DEVICE));
-        } else {
-            lk_tensor s = lk_mat_ld((void *)src, LK_F32, T, 2 * kvd, ld);
-            lk_tensor d = lk_mat(dst, LK_F32, T, 2 * kvd);
-            TRY(lk_convert(m->q, &s, &d)); /* f32 to f32: the same bits */
-        }
-    }
+    const int64_t qd = c->n_head * c->head_dim, kvd = c->n_kv * c->head_dim;
+    lk_tensor s = lk_mat_ld(m->qkv + qd, LK_F32, a->M, 2 * kvd, qd + 2 * kvd);
+    lk_tensor i = lk_mat(m->kvi, LK_I32, a->M, 1);
+    lk_tensor d = lk_mat(m->L[l].kvc, LK_F32, m->max_b * c->max_ctx, 2 * kvd);
+    TRY(lk_set_rows(m->q, &s, &i, &d)); /* the same bits */
     return 0;
 }
 
@@ -807,34 +803,33 @@ static int model_head(bn_model *m, bn_acts *a, char *err, size_t errlen)
 
 static void drop_graphs(bn_model *m)
 {
-    for (int64_t s = 0; m->seg && s <= m->c.n_layer; s++)
-        lk_graph_destroy(m->seg[s]);
-    free(m->seg);
-    m->seg = NULL;
-    m->seg_b = 0;
+    for (int64_t b = 0; m->step && b < m->max_b; b++)
+        lk_graph_destroy(m->step[b]);
+    free(m->step);
+    m->step = NULL;
+    m->last_b = 0;
 }
 
-/* Segment s of a decode step of B sequences, captured: 0 is the embedding
- * and layer 0's front, s in 1 .. n_layer - 1 the back of layer s - 1 and
- * the front of layer s, n_layer the back of the last layer and the head.
- * The cache stores between them stay eager: their destination moves with
- * the position, and a graph freezes pointers. */
-static int capture_segment(bn_model *m, int64_t B, int64_t s, char *err, size_t errlen)
+/* A step (prefill or decode) over the tokens of a: embedding, every layer
+ * with its cache store, the head; attention reads the first cache_len
+ * rows of the cache (layer_back). */
+static int model_step(bn_model *m, bn_acts *a, int64_t cache_len, char *err, size_t errlen)
+{
+    TRY(lk_embedding(m->q, &a->emb, &a->idt, &a->x));
+    for (int64_t l = 0; l < m->c.n_layer; l++)
+        if (layer_front(m, a, l, err, errlen) || cache_store(m, a, l, err, errlen) ||
+            layer_back(m, a, l, cache_len, err, errlen))
+            return -1;
+    return model_head(m, a, err, errlen);
+}
+
+/* The whole decode step of B sequences as one graph: the ids, positions
+ * and cache rows it reads are uploaded before each launch. */
+static int capture_step(bn_model *m, int64_t B, char *err, size_t errlen)
 {
     bn_acts a = acts(m, B, 1);
-    const int64_t L = m->c.n_layer;
     TRY(lk_queue_capture_begin(m->q));
-    int rc;
-    if (s == 0) {
-        lk_status st = lk_embedding(m->q, &a.emb, &a.idt, &a.x);
-        rc = st != LK_OK ? fail(err, errlen, "%s: lk_embedding: %s", lk_device_name(m->dev),
-                                lk_last_error())
-                         : layer_front(m, &a, 0, err, errlen);
-    } else {
-        rc = layer_back(m, &a, s - 1, m->c.max_ctx, err, errlen);
-        if (!rc)
-            rc = s < L ? layer_front(m, &a, s, err, errlen) : model_head(m, &a, err, errlen);
-    }
+    int rc = model_step(m, &a, m->c.max_ctx, err, errlen);
     lk_graph *g = NULL;
     lk_status st = lk_queue_capture_end(m->q, &g);
     if (rc) {
@@ -844,16 +839,16 @@ static int capture_segment(bn_model *m, int64_t B, int64_t s, char *err, size_t 
     if (st != LK_OK)
         return fail(err, errlen, "%s: lk_queue_capture_end: %s", lk_device_name(m->dev),
                     lk_last_error());
-    m->seg[s] = g;
+    m->step[B - 1] = g;
     return 0;
 }
 
 int bn_model_graph_mode(const bn_model *m)
 {
-    if (!m->seg || !m->seg[0])
+    if (!m->step || !m->last_b || !m->step[m->last_b - 1])
         return 0;
     int native = 0;
-    lk_graph_info(m->seg[0], &native, NULL);
+    lk_graph_info(m->step[m->last_b - 1], &native, NULL);
     return native ? 2 : 1;
 }
 
@@ -872,37 +867,23 @@ int bn_model_forward(bn_model *m, int64_t B, int64_t T, int64_t pos0, const int3
                         (long long)c->vocab);
         m->h_ids[r] = ids[r];
         m->h_pos[r] = (int32_t)(pos0 + r % T);
+        m->h_kvi[r] = (int32_t)(r / T * c->max_ctx + pos0 + r % T);
     }
     TRY(lk_memcpy(m->q, m->ids, m->h_ids, (size_t)M * 4, LK_COPY_HOST_TO_DEVICE));
     TRY(lk_memcpy(m->q, m->pos, m->h_pos, (size_t)M * 4, LK_COPY_HOST_TO_DEVICE));
+    TRY(lk_memcpy(m->q, m->kvi, m->h_kvi, (size_t)M * 4, LK_COPY_HOST_TO_DEVICE));
 
     bn_acts a = acts(m, B, T);
     if (T == 1 && (m->flags & BN_GRAPH)) {
-        /* Decode: the captured segments, one cache store between each. */
-        if (m->seg_b != B) {
-            drop_graphs(m);
-            if (!(m->seg = calloc((size_t)c->n_layer + 1, sizeof *m->seg)))
-                return fail(err, errlen, "out of memory");
-            m->seg_b = B;
-            for (int64_t s = 0; s <= c->n_layer; s++)
-                if (capture_segment(m, B, s, err, errlen)) {
-                    drop_graphs(m);
-                    return -1;
-                }
-        }
-        for (int64_t s = 0; s <= c->n_layer; s++) {
-            TRY(lk_graph_launch(m->seg[s], m->q));
-            if (s < c->n_layer && cache_store(m, &a, s, pos0, err, errlen))
-                return -1;
-        }
-    } else {
-        TRY(lk_embedding(m->q, &a.emb, &a.idt, &a.x));
-        for (int64_t l = 0; l < c->n_layer; l++)
-            if (layer_front(m, &a, l, err, errlen) || cache_store(m, &a, l, pos0, err, errlen) ||
-                layer_back(m, &a, l, pos0 + T, err, errlen))
-                return -1;
-        if (model_head(m, &a, err, errlen))
+        /* Decode: one graph per batch size, launched once per step. */
+        if (!m->step && !(m->step = calloc((size_t)m->max_b, sizeof *m->step)))
+            return fail(err, errlen, "out of memory");
+        if (!m->step[B - 1] && capture_step(m, B, err, errlen))
             return -1;
+        m->last_b = B;
+        TRY(lk_graph_launch(m->step[B - 1], m->q));
+    } else if (model_step(m, &a, pos0 + T, err, errlen)) {
+        return -1;
     }
     TRY(lk_memcpy(m->q, m->h_am, m->am, (size_t)B * 8, LK_COPY_DEVICE_TO_HOST));
     if (logits)

@@ -81,11 +81,11 @@ typedef struct bn_model bn_model;
  * layout; a copy per device), falling back to the plain ops where a device
  * cannot prepare them. */
 #define BN_PREPARED 1u
-/* flags: BN_GRAPH runs each decode step (one token per sequence) as
- * captured graphs (include/lockstep/graph.h), captured at the first decode
- * step of a batch size and launched for every token after: n_layer + 1
- * segments with the KV-cache stores between them (their destination moves
- * with the position).  The same bits as the eager calls. */
+/* flags: BN_GRAPH runs each decode step (one token per sequence) as one
+ * captured graph (include/lockstep/graph.h), captured at the first decode
+ * step of a batch size and launched for every token after; the KV-cache
+ * stores inside it are lk_set_rows with the destination rows uploaded
+ * before each launch.  The same bits as the eager calls. */
 #define BN_GRAPH 2u
 int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t max_batch,
                     int64_t max_tokens, unsigned flags, bn_model **out, char *err,

@@ -55,6 +55,7 @@ typedef enum lk_op {
     LK_OP_ATTENTION,
     LK_OP_EMBEDDING,
     LK_OP_RMSNORM_QUANTIZE,
+    LK_OP_SET_ROWS,
     LK_OP_COUNT_ /* not an op */
 } lk_op;
 
@@ -127,6 +128,12 @@ typedef struct lk_embedding_args { /* ids checked in [0, vocab), except under
     lk_tensor table, ids, y;
 } lk_embedding_args;
 
+typedef struct lk_set_rows_args { /* dst.dtype == src.dtype, not LK_T2; idx
+                                     checked in [0, dst.rows) like
+                                     lk_embedding's ids */
+    lk_tensor src, idx, dst;
+} lk_set_rows_args;
+
 /* Prepared weights (include/lockstep/weights.h). */
 typedef struct lk_weights_args {
     lk_tensor w;         /* N x K: f32/bf16/f16, or LK_T2 */
@@ -174,6 +181,8 @@ typedef struct lk_kernels {
     lk_status (*ternary_linear)(void *queue, const lk_linear_args *args);
     /* lk_rmsnorm_quantize: NULL means LK_ERR_UNSUPPORTED (no fallback). */
     lk_status (*rmsnorm_quantize)(void *queue, const lk_norm_quant_args *args);
+    /* lk_set_rows: NULL means LK_ERR_UNSUPPORTED. */
+    lk_status (*set_rows)(void *queue, const lk_set_rows_args *args);
 } lk_kernels;
 
 typedef struct lk_device_iface {
@@ -206,9 +215,10 @@ typedef struct lk_device_iface {
     void (*graph_destroy)(void *dev, void *graph);
     /* 1 while the queue's stream is being captured, by the core or by the
      * caller on an adopted stream.  The core then cannot read lk_embedding's
-     * ids before the kernel runs: the kernel checks them on the device,
-     * writes nothing when one is outside [0, vocab), and queue_sync reports
-     * it (LK_ERR_RANGE).  NULL: never. */
+     * ids (nor lk_set_rows' idx) before the kernel runs: the kernel checks
+     * them on the device, writes nothing when one is outside [0, vocab)
+     * ([0, dst rows)), and queue_sync reports it (LK_ERR_RANGE).  NULL:
+     * never. */
     int (*queue_capturing)(void *queue);
 } lk_device_iface;
 

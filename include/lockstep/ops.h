@@ -207,6 +207,19 @@ LK_API lk_status lk_attention(lk_queue *q, const lk_tensor *qry, const lk_tensor
 LK_API lk_status lk_embedding(lk_queue *q, const lk_tensor *table, const lk_tensor *ids,
                               const lk_tensor *y);
 
+/* dst[idx[r]] = src[r] for every row r of src: the scatter counterpart of
+ * lk_embedding (ggml's SET_ROWS), e.g. new rows into a KV cache at
+ * positions held on the device.  src n x C and dst R x C of the same
+ * dtype (any but LK_T2; any ld); idx LK_I32 n x 1.  Every element's bits
+ * are copied unchanged (NaN payloads too, as lk_memcpy); dst rows no index
+ * names are left as they were.  Two rows with the same index: the last
+ * one (largest r) wins, on every device.  An index outside [0, R) fails
+ * with LK_ERR_RANGE before anything is written (inside a captured graph:
+ * nothing written, reported by the next lk_queue_sync, as lk_embedding).
+ * src and idx may not overlap dst (docs/numerics.md section 12.4.1). */
+LK_API lk_status lk_set_rows(lk_queue *q, const lk_tensor *src, const lk_tensor *idx,
+                             const lk_tensor *dst);
+
 /* |angle| above which lk_rope's sin and cos give NaN (2^22). */
 #define LK_ROPE_MAX_ANGLE 4194304.0f
 

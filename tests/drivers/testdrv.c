@@ -386,6 +386,7 @@ static const char *const op_names[LK_OP_COUNT_] = {
     [LK_OP_ATTENTION] = "attention",
     [LK_OP_EMBEDDING] = "embedding",
     [LK_OP_RMSNORM_QUANTIZE] = "rmsnorm_quantize",
+    [LK_OP_SET_ROWS] = "set_rows",
 };
 
 static lk_op op_from_env(const char *var)

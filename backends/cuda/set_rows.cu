@@ -1,0 +1,102 @@
+/* Lockstep CUDA: row scatter, lk_set_rows (docs/numerics.md section 12.4.1).
+ *
+ * One block per source row.  Equal indices are settled without atomics or
+ * ordering between blocks: a row that a later row (larger r) also names
+ * writes nothing, so the last one wins, as in the reference's in-order
+ * loop.  Eagerly the core has checked every index; under graph capture a
+ * one-block check runs first, as in embedding.cu: its verdict in the
+ * workspace stops the scatter (nothing written) and the first bad index
+ * goes to the queue's pinned record (rec[0] = 2: set_rows), which the next
+ * lk_queue_sync reports as LK_ERR_RANGE (driver.c).  Both kernels go
+ * through lk_launch (launch.cuh: programmatic dependent launch), waiting
+ * before their first global access. */
+#include "backends/cuda/model.cuh"
+
+namespace {
+
+__global__ void __launch_bounds__(256)
+    set_rows_check_kernel(lk_set_rows_args a, long long *verdict, volatile long long *rec)
+{
+    __shared__ long long first;
+    lk_pdl_wait();
+    lk_pdl_trigger();
+    if (threadIdx.x == 0)
+        first = LLONG_MAX;
+    __syncthreads();
+    const int32_t *idx = (const int32_t *)a.idx.data;
+    for (int64_t r = threadIdx.x; r < a.src.rows; r += blockDim.x) {
+        const int32_t i = idx[r * a.idx.ld];
+        if (i < 0 || (int64_t)i >= a.dst.rows)
+            atomicMin(&first, (long long)r);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const long long f = first == LLONG_MAX ? -1 : first;
+        *verdict = f;
+        if (f >= 0 && rec[0] == 0) {
+            rec[1] = f;
+            rec[2] = idx[f * a.idx.ld];
+            rec[3] = a.dst.rows;
+            __threadfence_system();
+            rec[0] = 2;
+            __threadfence_system();
+        }
+    }
+}
+
+template <typename E>
+__device__ __forceinline__ void copy_row(const lk_set_rows_args &a, int64_t r, int64_t i)
+{
+    const E *s = (const E *)a.src.data + r * a.src.ld;
+    E *d = (E *)a.dst.data + i * a.dst.ld;
+    for (int64_t c = threadIdx.x; c < a.src.cols; c += blockDim.x)
+        d[c] = s[c];
+}
+
+__global__ void __launch_bounds__(256)
+    set_rows_kernel(lk_set_rows_args a, const long long *verdict, int es)
+{
+    lk_pdl_wait();
+    lk_pdl_trigger();
+    if (verdict && *verdict >= 0)
+        return;
+    const int64_t r = blockIdx.x;
+    const int32_t *idx = (const int32_t *)a.idx.data;
+    const int32_t i = idx[r * a.idx.ld];
+    int later = 0;
+    for (int64_t s = r + 1 + threadIdx.x; s < a.src.rows; s += blockDim.x)
+        later |= idx[s * a.idx.ld] == i;
+    if (__syncthreads_or(later))
+        return;
+    switch (es) {
+    case 1: copy_row<uint8_t>(a, r, i); break;
+    case 2: copy_row<uint16_t>(a, r, i); break;
+    case 4: copy_row<uint32_t>(a, r, i); break;
+    default: copy_row<unsigned long long>(a, r, i); break;
+    }
+}
+
+} // namespace
+
+extern "C" lk_status lk_cuda_set_rows(void *queue, const lk_set_rows_args *a)
+{
+    lk_op_scope op(queue, "lk_set_rows");
+    if (!op.ok())
+        return op.status();
+    if (a->src.rows > INT32_MAX)
+        return op.fail(LK_ERR_UNSUPPORTED, "lk_set_rows: more than 2^31 - 1 rows on CUDA");
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    const bool capturing =
+        cudaStreamIsCapturing(op.stream(), &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone;
+    long long *verdict = NULL;
+    if (capturing) {
+        verdict = (long long *)op.q->ws;
+        long long *rec = (long long *)((char *)op.q->host_ws + LK_CUDA_EMB_ERR_OFFSET);
+        lk_launch(set_rows_check_kernel, 1, 256, 0, op.stream(), *a, verdict, rec);
+    }
+    /* the module does not link the core's lk_dtype_size */
+    const int es = a->src.dtype == LK_I8 ? 1 : a->src.dtype == LK_I64 ? 8
+                 : a->src.dtype == LK_F32 || a->src.dtype == LK_I32 ? 4 : 2;
+    lk_launch(set_rows_kernel, (unsigned)a->src.rows, 256, 0, op.stream(), *a, verdict, es);
+    return op.launched();
+}
