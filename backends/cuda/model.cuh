@@ -1,6 +1,7 @@
-/* Lockstep CUDA driver (internal): element access by a run-time dtype, for
- * the transformer ops (rope.cu, attention.cu, embedding.cu), whose inner
- * loops are dominated by other work than the dtype switch. */
+/* Lockstep CUDA driver (internal): for the transformer ops (rope.cu,
+ * attention.cu, embedding.cu, set_rows.cu), element access by a run-time
+ * dtype (their inner loops are dominated by other work than the dtype
+ * switch) and the run-time check of the indices they are given. */
 #ifndef LK_CUDA_MODEL_CUH
 #define LK_CUDA_MODEL_CUH
 
@@ -29,6 +30,59 @@ static __host__ __device__ __forceinline__ int64_t lk_md_at(const lk_tensor &t, 
                                                             int64_t r, int64_t c)
 {
     return b * t.batch_stride + r * t.ld + c;
+}
+
+/* The ids of lk_embedding and the rows of lk_set_rows are read when a
+ * captured graph runs, so the core cannot check them: one block finds the
+ * first of the n indices (stride ld) outside [0, limit), leaves its row in
+ * *verdict (-1: none) for the op's kernel, which then writes nothing, and
+ * the first bad index of the queue in the pinned host record rec (rec[0]
+ * = kind: 1 embedding, 2 set_rows), which the next lk_queue_sync reports
+ * as LK_ERR_RANGE (driver.c).  Host and device share the record through
+ * unified addressing. */
+static __global__ void __launch_bounds__(256)
+    lk_index_check_kernel(const int32_t *idx, int64_t ld, int64_t n, int64_t limit, long long kind,
+                          long long *verdict, volatile long long *rec)
+{
+    __shared__ long long first;
+    lk_pdl_wait();
+    lk_pdl_trigger();
+    if (threadIdx.x == 0)
+        first = LLONG_MAX;
+    __syncthreads();
+    for (int64_t r = threadIdx.x; r < n; r += blockDim.x) {
+        const int32_t i = idx[r * ld];
+        if (i < 0 || (int64_t)i >= limit)
+            atomicMin(&first, (long long)r);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const long long f = first == LLONG_MAX ? -1 : first;
+        *verdict = f;
+        if (f >= 0 && rec[0] == 0) {
+            rec[1] = f;
+            rec[2] = idx[f * ld];
+            rec[3] = limit;
+            __threadfence_system();
+            rec[0] = kind;
+            __threadfence_system();
+        }
+    }
+}
+
+/* Under stream capture, the check above in front of the op (the verdict
+ * in the queue's workspace); eagerly the core has checked: NULL. */
+static inline long long *lk_index_check(lk_op_scope &op, const lk_tensor &idx, int64_t limit,
+                                        long long kind)
+{
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(op.stream(), &cs) != cudaSuccess || cs == cudaStreamCaptureStatusNone)
+        return NULL;
+    long long *verdict = (long long *)op.q->ws;
+    long long *rec = (long long *)((char *)op.q->host_ws + LK_CUDA_EMB_ERR_OFFSET);
+    lk_launch(lk_index_check_kernel, 1, 256, 0, op.stream(), (const int32_t *)idx.data, idx.ld,
+              idx.rows, limit, kind, verdict, rec);
+    return verdict;
 }
 
 #endif

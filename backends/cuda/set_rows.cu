@@ -4,7 +4,7 @@
  * ordering between blocks: a row that a later row (larger r) also names
  * writes nothing, so the last one wins, as in the reference's in-order
  * loop.  Eagerly the core has checked every index; under graph capture a
- * one-block check runs first, as in embedding.cu: its verdict in the
+ * one-block check runs first (lk_index_check, model.cuh): its verdict in the
  * workspace stops the scatter (nothing written) and the first bad index
  * goes to the queue's pinned record (rec[0] = 2: set_rows), which the next
  * lk_queue_sync reports as LK_ERR_RANGE (driver.c).  Both kernels go
@@ -13,36 +13,6 @@
 #include "backends/cuda/model.cuh"
 
 namespace {
-
-__global__ void __launch_bounds__(256)
-    set_rows_check_kernel(lk_set_rows_args a, long long *verdict, volatile long long *rec)
-{
-    __shared__ long long first;
-    lk_pdl_wait();
-    lk_pdl_trigger();
-    if (threadIdx.x == 0)
-        first = LLONG_MAX;
-    __syncthreads();
-    const int32_t *idx = (const int32_t *)a.idx.data;
-    for (int64_t r = threadIdx.x; r < a.src.rows; r += blockDim.x) {
-        const int32_t i = idx[r * a.idx.ld];
-        if (i < 0 || (int64_t)i >= a.dst.rows)
-            atomicMin(&first, (long long)r);
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const long long f = first == LLONG_MAX ? -1 : first;
-        *verdict = f;
-        if (f >= 0 && rec[0] == 0) {
-            rec[1] = f;
-            rec[2] = idx[f * a.idx.ld];
-            rec[3] = a.dst.rows;
-            __threadfence_system();
-            rec[0] = 2;
-            __threadfence_system();
-        }
-    }
-}
 
 template <typename E>
 __device__ __forceinline__ void copy_row(const lk_set_rows_args &a, int64_t r, int64_t i)
@@ -85,15 +55,7 @@ extern "C" lk_status lk_cuda_set_rows(void *queue, const lk_set_rows_args *a)
         return op.status();
     if (a->src.rows > INT32_MAX)
         return op.fail(LK_ERR_UNSUPPORTED, "lk_set_rows: more than 2^31 - 1 rows on CUDA");
-    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    const bool capturing =
-        cudaStreamIsCapturing(op.stream(), &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone;
-    long long *verdict = NULL;
-    if (capturing) {
-        verdict = (long long *)op.q->ws;
-        long long *rec = (long long *)((char *)op.q->host_ws + LK_CUDA_EMB_ERR_OFFSET);
-        lk_launch(set_rows_check_kernel, 1, 256, 0, op.stream(), *a, verdict, rec);
-    }
+    const long long *verdict = lk_index_check(op, a->idx, a->dst.rows, 2);
     /* the module does not link the core's lk_dtype_size */
     const int es = a->src.dtype == LK_I8 ? 1 : a->src.dtype == LK_I64 ? 8
                  : a->src.dtype == LK_F32 || a->src.dtype == LK_I32 ? 4 : 2;
