@@ -366,7 +366,7 @@ static lk_status run_lockstep(const lk_bench_case *c, bench_data *d, lk_queue *q
         lk_tensor w = lk_mat(d->pool[rep % d->npool], LK_T2, n, k);
         lk_tensor ws = lk_mat(d->ws, LK_F32, 1, 1), y = lk_mat(d->y, LK_F32, m, n);
         if (c->prepared)
-            return lk_ternary_linear(q, &x, &xs, d->pw[rep % d->nw], &y);
+            return lk_ternary_linear(q, &x, &xs, d->pw[rep % d->nw], &y, 0);
         return lk_ternary_gemm(q, &x, &xs, &w, &ws, &y);
     }
     case LK_BK_SUM: {

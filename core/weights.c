@@ -248,22 +248,29 @@ LK_API lk_status lk_linear(lk_queue *q, const lk_tensor *x, const lk_weights *w,
 }
 
 LK_API lk_status lk_ternary_linear(lk_queue *q, const lk_tensor *xq, const lk_tensor *x_scale,
-                                   const lk_weights *w, const lk_tensor *y)
+                                   const lk_weights *w, const lk_tensor *y, unsigned flags)
 {
     lk_validator v;
     LK_V_TRY(lk_v_begin(&v, "lk_ternary_linear", q));
     LK_V_TRY(lk_weights_check(&v, w, 1));
+    if (flags & ~(unsigned)LK_GEMM_ACCUMULATE)
+        return lk_error(LK_ERR_INVALID_ARGUMENT, "lk_ternary_linear: flags: unknown bits 0x%x",
+                        flags & ~(unsigned)LK_GEMM_ACCUMULATE);
+    /* accumulate promises lk_binary ADD's bits after the plain call: with a
+     * narrow y that would be two roundings, so only f32 y takes it */
+    const int acc = (flags & LK_GEMM_ACCUMULATE) != 0;
     lk_linear_args a;
     memset(&a, 0, sizeof a);
     LK_V_TRY(lk_v_tensor(&v, "xq", xq, &a.x, LK_DT(LK_I8), LK_V_IN, 1));
     LK_V_TRY(lk_v_tensor(&v, "x_scale", x_scale, &a.x_scale, LK_DT(LK_F32), LK_V_IN, 1));
-    LK_V_TRY(lk_v_tensor(&v, "y", y, &a.y, LK_DT_FLOAT, LK_V_OUT, 1));
+    LK_V_TRY(lk_v_tensor(&v, "y", y, &a.y, acc ? LK_DT(LK_F32) : LK_DT_FLOAT, LK_V_OUT, 1));
     LK_V_TRY(lk_v_dims(&v, "xq", &a.x, -1, NULL, w->k, "K"));
     LK_V_TRY(lk_v_dims(&v, "x_scale", &a.x_scale, a.x.rows, "M", 1, NULL));
     LK_V_TRY(lk_v_dims(&v, "y", &a.y, a.x.rows, "M", w->n, "N"));
     a.m = a.x.rows;
     a.n = w->n;
     a.k = w->k;
+    a.flags = flags;
     a.w_dtype = LK_T2;
     if (w->prepared) {
         LK_V_TRY(lk_v_finish(&v));
@@ -281,5 +288,6 @@ LK_API lk_status lk_ternary_linear(lk_queue *q, const lk_tensor *xq, const lk_te
     g.x = a.x;
     g.x_scale = a.x_scale;
     g.y = a.y;
+    g.flags = flags;
     LK_V_RUN(&v, LK_OP_TERNARY_GEMM, ternary_gemm, g, g.m == 0 || g.n == 0);
 }

@@ -111,6 +111,12 @@ check_PROGRAMS += tests/test_rmsnorm_quantize
 TESTS += tests/test_rmsnorm_quantize
 tests_test_rmsnorm_quantize_LDADD = liblockstep.la
 
+# lk_glu is lk_unary into f32 then lk_binary MUL bit for bit on every
+# device, for every unary op; its argument errors write nothing.
+check_PROGRAMS += tests/test_glu
+TESTS += tests/test_glu
+tests_test_glu_LDADD = liblockstep.la
+
 # Softmax and log-softmax on every device, bit for bit against the
 # reference where the kernels' short exp hands over to the full one
 # (every t of the band around k = -125, edges, special rows).

@@ -198,7 +198,7 @@ static int ternary_case(lk_queue *q, lk_queue *q3, int64_t m, int64_t n, int64_t
         goto out;
     }
     lk_status s1 = lk_ternary_gemm(q, &dx.t, &dxs.t, &dw.t, &dws.t, &d1.t);
-    lk_status s2 = lk_ternary_linear(q3, &dx.t, &dxs.t, pw, &d2.t);
+    lk_status s2 = lk_ternary_linear(q3, &dx.t, &dxs.t, pw, &d2.t, 0);
     if (s1 != LK_OK || s2 != LK_OK) {
         snprintf(why, whyn, "ternary_gemm %s, ternary_linear %s: %s", lk_status_string(s1),
                  lk_status_string(s2), lk_last_error());
@@ -223,7 +223,7 @@ static int ternary_case(lk_queue *q, lk_queue *q3, int64_t m, int64_t n, int64_t
         sr.bytes = 4;
         yr.bytes = (size_t)y0.ld * ye;
         dmat ex = up(q, &xr), es = up(q, &sr), ey = up(q, &yr);
-        if (lk_ternary_linear(q3, &ex.t, &es.t, pw, &ey.t) != LK_OK) {
+        if (lk_ternary_linear(q3, &ex.t, &es.t, pw, &ey.t, 0) != LK_OK) {
             snprintf(why, whyn, "ternary_linear M=1: %s", lk_last_error());
             good = 0;
         } else {
@@ -242,6 +242,62 @@ out:
     return good;
 }
 
+/* LK_GEMM_ACCUMULATE: lk_ternary_linear into y0 gives the bits of the
+ * plain call into a temporary, then lk_binary ADD of y0 and it; y0 holds
+ * NaN (one with a payload, one negative), +-Inf and -0 among its values. */
+static int accum_case(lk_queue *q3, int64_t m, int64_t n, int64_t k, int per_n, char *why,
+                      size_t whyn)
+{
+    hmat x = hrand(LK_I8, m, k, rnd(0, 1) * 3), w = hrand(LK_T2, n, k, rnd(0, 1) * 8);
+    hmat xs = hrand(LK_F32, m, 1, 0), ws = hrand(LK_F32, 1, per_n ? n : 1, 0);
+    for (int64_t i = 0; i < m; i++)
+        ((float *)(void *)xs.h)[i] = 1.0f + (float)rnd(0, 1000) / 7.0f;
+    edge_vals = 1;
+    hmat y0 = hrand(LK_F32, m, n, 0);
+    edge_vals = 0;
+    static const uint32_t sp[6] = {0x7fc00001u, 0xffc00000u, 0x7f800000u, 0xff800000u,
+                                   0x80000000u, 0x7fc00000u};
+    for (int i = 0; i < 6 && i < m * n; i++)
+        memcpy(y0.h + (size_t)rnd(0, m * n - 1) * 4, &sp[i], 4);
+    dmat dx = up(q3, &x), dw = up(q3, &w), dxs = up(q3, &xs), dws = up(q3, &ws);
+    dmat d1 = up(q3, &y0), d2 = up(q3, &y0), dt = up(q3, &y0);
+    unsigned char *h1 = malloc(y0.bytes + 1), *h2 = malloc(y0.bytes + 1);
+    int good = 1;
+    lk_weights *pw = NULL;
+    why[0] = '\0';
+    if (lk_weights_prepare(q3, &dw.t, &dws.t, &pw) != LK_OK) {
+        snprintf(why, whyn, "prepare: %s", lk_last_error());
+        good = 0;
+        goto out;
+    }
+    lk_status s1 = lk_ternary_linear(q3, &dx.t, &dxs.t, pw, &dt.t, 0);
+    if (s1 == LK_OK)
+        s1 = lk_binary(q3, LK_BINARY_ADD, &d1.t, &dt.t, &d1.t);
+    lk_status s2 = lk_ternary_linear(q3, &dx.t, &dxs.t, pw, &d2.t, LK_GEMM_ACCUMULATE);
+    if (s1 != LK_OK || s2 != LK_OK) {
+        snprintf(why, whyn, "plain + add %s, accumulate %s: %s", lk_status_string(s1),
+                 lk_status_string(s2), lk_last_error());
+        good = 0;
+        goto out;
+    }
+    down(q3, &d1, h1);
+    down(q3, &d2, h2);
+    for (int64_t i = 0; i < m * n && good; i++)
+        if (memcmp(h1 + i * 4, h2 + i * 4, 4) != 0) {
+            uint32_t a, b, o;
+            memcpy(&a, h1 + i * 4, 4), memcpy(&b, h2 + i * 4, 4), memcpy(&o, y0.h + i * 4, 4);
+            snprintf(why, whyn, "y[%lld, %lld] (old 0x%08x): accumulate 0x%08x, add 0x%08x",
+                     (long long)(i / n), (long long)(i % n), (unsigned)o, (unsigned)b,
+                     (unsigned)a);
+            good = 0;
+        }
+out:
+    lk_weights_destroy(pw);
+    dfree(&dx), dfree(&dw), dfree(&dxs), dfree(&dws), dfree(&d1), dfree(&d2), dfree(&dt);
+    free(x.h), free(w.h), free(xs.h), free(ws.h), free(y0.h), free(h1), free(h2);
+    return good;
+}
+
 static const int64_t ms[4] = {1, 3, 8, 33};
 
 static void run_device(lk_device *dev)
@@ -251,7 +307,7 @@ static void run_device(lk_device *dev)
     lk_queue *q = NULL, *q3 = NULL;
     lk_queue_opts o2 = {2, NULL}, o3 = {3, NULL};
     if (lk_queue_create(dev, &o2, &q) != LK_OK || lk_queue_create(dev, &o3, &q3) != LK_OK) {
-        skip(3, "%s: no queue: %s", p.name, lk_last_error());
+        skip(4, "%s: no queue: %s", p.name, lk_last_error());
         lk_queue_destroy(q);
         return;
     }
@@ -329,6 +385,23 @@ static void run_device(lk_device *dev)
                     good = 0;
         }
     ok(good, "%s: lk_ternary_linear = lk_ternary_gemm, M = 1, 3, 8, 33, batch invariant",
+       p.name);
+
+    /* M on both sides of the CUDA kernel switches (GEMV <= 8 < tensor
+     * cores / tiles), and once a shape the wgmma kernels take */
+    static const int64_t ams[5] = {1, 3, 8, 9, 64};
+    good = 1;
+    for (int mi = 0; mi < 5 && good; mi++) {
+        const int64_t m = ams[mi], n = rnd(1, 90), k = rnd(1, kmax);
+        const int per_n = (int)rnd(0, 1);
+        if (!accum_case(q3, m, n, k, per_n, why, sizeof why))
+            diag("%s: accumulate M %lld N %lld K %lld per_n %d: %s", p.name, (long long)m,
+                 (long long)n, (long long)k, per_n, why),
+                good = 0;
+    }
+    if (good && !slow && !accum_case(q3, 64, 256, 640, 1, why, sizeof why))
+        diag("%s: accumulate M 64 N 256 K 640: %s", p.name, why), good = 0;
+    ok(good, "%s: lk_ternary_linear ACCUMULATE = plain + lk_binary ADD, M = 1, 3, 8, 9, 64",
        p.name);
     lk_queue_destroy(q);
     lk_queue_destroy(q3);
@@ -408,13 +481,18 @@ static void errors(lk_context *ctx, lk_device *dev)
     EXPECT(lk_linear(q, &tx, pw, NULL, &ti, 0), LK_ERR_BAD_DTYPE);
     EXPECT(lk_linear(q, &tx, pw, NULL, &talias, 0), LK_ERR_ALIASING);
 
-    EXPECT(lk_ternary_linear(q, &txq, &txs, pw, &ty), LK_ERR_BAD_DTYPE);
-    EXPECT(lk_ternary_linear(q, &txq, NULL, pt, &ty), LK_ERR_NULL_POINTER);
-    EXPECT(lk_ternary_linear(q, &tx, &txs, pt, &ty), LK_ERR_BAD_DTYPE);
+    EXPECT(lk_ternary_linear(q, &txq, &txs, pw, &ty, 0), LK_ERR_BAD_DTYPE);
+    EXPECT(lk_ternary_linear(q, &txq, NULL, pt, &ty, 0), LK_ERR_NULL_POINTER);
+    EXPECT(lk_ternary_linear(q, &tx, &txs, pt, &ty, 0), LK_ERR_BAD_DTYPE);
     lk_tensor txs3 = lk_mat(xs, LK_F32, 3, 1), txq5 = lk_mat(xq, LK_I8, 4, 5);
-    EXPECT(lk_ternary_linear(q, &txq, &txs3, pt, &ty), LK_ERR_BAD_SHAPE);
-    EXPECT(lk_ternary_linear(q, &txq5, &txs, pt, &ty), LK_ERR_BAD_SHAPE);
-    EXPECT(lk_ternary_linear(q, &txq, &txs, pt, &ty4), LK_ERR_BAD_SHAPE);
+    EXPECT(lk_ternary_linear(q, &txq, &txs3, pt, &ty, 0), LK_ERR_BAD_SHAPE);
+    EXPECT(lk_ternary_linear(q, &txq5, &txs, pt, &ty, 0), LK_ERR_BAD_SHAPE);
+    EXPECT(lk_ternary_linear(q, &txq, &txs, pt, &ty4, 0), LK_ERR_BAD_SHAPE);
+    EXPECT(lk_ternary_linear(q, &txq, &txs, pt, &ty, 4u), LK_ERR_INVALID_ARGUMENT);
+    EXPECT(lk_ternary_linear(q, &txq, &txs, pt, &ty, LK_GEMM_ACCUMULATE | 0x80000000u),
+           LK_ERR_INVALID_ARGUMENT);
+    lk_tensor tyb = lk_mat(y, LK_BF16, 4, 5);
+    EXPECT(lk_ternary_linear(q, &txq, &txs, pt, &tyb, LK_GEMM_ACCUMULATE), LK_ERR_BAD_DTYPE);
     good &= memcmp(y, y_before, sizeof y) == 0;
     ok(good, "%s: bad calls fail with their status and write nothing", lk_device_name(dev));
 

@@ -105,6 +105,9 @@ lk_status lk_mx_exec(lk_queue *q, const lk_mx_case *c, void *const ptr[], lk_mx_
     case LK_MX_SET_ROWS:
         st = lk_set_rows(q, p[0], p[1], p[2]);
         break;
+    case LK_MX_GLU:
+        st = lk_glu(q, (lk_unary_op)c->sub, p[0], p[1], p[2]);
+        break;
     default:
         return LK_ERR_INVALID_ARGUMENT;
     }

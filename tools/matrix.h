@@ -29,7 +29,8 @@
  *   TERNARY_GEMM/INT8_GEMM  x, x_scale, w, w_scale, y
  *   ROPE          x, pos, y              EMBEDDING  table, ids, y
  *   ATTENTION     q, k, v, pos, out
- *   SET_ROWS      src, idx, dst (dst's prefill is part of the result) */
+ *   SET_ROWS      src, idx, dst (dst's prefill is part of the result)
+ *   GLU           gate, up, y */
 typedef enum lk_mx_kind {
     LK_MX_GEMM = 1,
     LK_MX_REDUCE,
@@ -50,7 +51,8 @@ typedef enum lk_mx_kind {
     LK_MX_ATTENTION,
     LK_MX_EMBEDDING,
     LK_MX_RMSNORM_QUANT,
-    LK_MX_SET_ROWS
+    LK_MX_SET_ROWS,
+    LK_MX_GLU
 } lk_mx_kind;
 
 /* How a buffer's initial contents are made (inputs, and the prefill of
@@ -109,7 +111,7 @@ typedef struct lk_mx_case {
     char op[24];           /* "gemm", "reduce.sum", "unary.exp", ... */
     char label[128];       /* dtypes, flags, shape */
     uint64_t seed;         /* of its inputs */
-    int sub;               /* lk_reduce_op / lk_unary_op / lk_binary_op */
+    int sub;               /* lk_reduce_op / lk_unary_op (also GLU) / lk_binary_op */
     lk_transpose ta, tb;
     unsigned flags;        /* LK_GEMM_* */
     int64_t batch;

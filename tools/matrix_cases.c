@@ -1017,6 +1017,64 @@ static void mx_set_rows_cases(mx_list *L)
     mx_set_rows(L, LK_F32, 5, 6, 3, LK_MX_FILL_IDS_BAD, 1, LK_MX_FILL_NORMAL);
 }
 
+/* ------------------------------------------------------------------ glu */
+
+/* lk_glu: inplace 1 writes over gate, 2 over up; lds 1 lays gate and up
+ * out as the demo's [gate | up] rows (ld = 2 * cols), 2 pads every ld. */
+static void mx_glu(mx_list *L, lk_unary_op op, lk_dtype gd, lk_dtype ud, lk_dtype yd,
+                   int inplace, int lds, lk_mx_fill fill, int64_t rows, int64_t cols)
+{
+    char name[24];
+    snprintf(name, sizeof name, "glu.%s",
+             op == LK_UNARY_COPY ? "copy" : mx_unary_name(op) + strlen("unary."));
+    lk_mx_case *c = mx_add(L, LK_MX_GLU, name);
+    mx_rows_cols(L, &rows, &cols, mx_elem_budget(L));
+    c->sub = (int)op;
+    c->m = rows;
+    lk_mx_buf *g = mx_set(c, 0, "gate", gd, rows, cols, inplace == 1 ? LK_MX_INOUT : LK_MX_IN,
+                          LK_MX_AXIS_ROWS, fill, 0);
+    lk_mx_buf *u = mx_set(c, 1, "up", ud, rows, cols, inplace == 2 ? LK_MX_INOUT : LK_MX_IN,
+                          LK_MX_AXIS_ROWS, fill, 0);
+    lk_mx_buf *y = mx_set(c, 2, "y", yd, rows, cols, LK_MX_OUT, LK_MX_AXIS_ROWS, fill, 0);
+    if (lds == 1) {
+        g->ld = u->ld = 2 * cols;
+    } else if (lds == 2) {
+        g->ld += 3;
+        u->ld += 1;
+        y->ld += 2;
+    }
+    if (inplace) {
+        y->alias = inplace - 1;
+        y->ld = inplace == 1 ? g->ld : u->ld;
+    }
+    snprintf(c->label, sizeof c->label, "%s,%s->%s %lldx%lld%s%s%s", mx_dt(gd), mx_dt(ud),
+             mx_dt(yd), (long long)rows, (long long)cols,
+             inplace == 1 ? " over gate" : inplace == 2 ? " over up" : "",
+             lds == 1 ? " [gate|up]" : lds == 2 ? " ld+" : "", mx_fill_tag(fill));
+}
+
+static void mx_glu_cases(mx_list *L)
+{
+    for (int op = LK_UNARY_COPY; op <= LK_UNARY_ERF; op++) {
+        for (int i = 0; i < 3; i++)
+            mx_glu(L, (lk_unary_op)op, mx_float[i], mx_float[i], mx_float[i], 0, 0,
+                   LK_MX_FILL_WIDE, -1, -1);
+        mx_glu(L, (lk_unary_op)op, LK_BF16, LK_F32, LK_F16, 0, 2, LK_MX_FILL_WIDE, -1, -1);
+        mx_glu(L, (lk_unary_op)op, LK_F32, LK_F32, LK_F32, 0, 0, LK_MX_FILL_EDGE, -1, -1);
+        mx_glu(L, (lk_unary_op)op, LK_F16, LK_BF16, LK_F32, 0, 1, LK_MX_FILL_NORMAL, -1, -1);
+    }
+    /* the demo's gating: one token and a few, ffn 6912, [gate | up] rows */
+    mx_glu(L, LK_UNARY_RELU2, LK_F32, LK_F32, LK_F32, 0, 1, LK_MX_FILL_NORMAL, 1, 6912);
+    mx_glu(L, LK_UNARY_RELU2, LK_F32, LK_F32, LK_F32, 0, 1, LK_MX_FILL_EDGE, 3, 6912);
+    mx_glu(L, LK_UNARY_SILU, LK_BF16, LK_BF16, LK_BF16, 0, 1, LK_MX_FILL_NORMAL, 2, 1001);
+    /* in place, over gate and over up, dense and padded */
+    mx_glu(L, LK_UNARY_RELU2, LK_F32, LK_F32, LK_F32, 1, 0, LK_MX_FILL_WIDE, -1, -1);
+    mx_glu(L, LK_UNARY_SILU, LK_F32, LK_F32, LK_F32, 2, 0, LK_MX_FILL_WIDE, -1, -1);
+    mx_glu(L, LK_UNARY_GELU_TANH, LK_BF16, LK_F32, LK_BF16, 1, 2, LK_MX_FILL_EDGE, -1, -1);
+    mx_glu(L, LK_UNARY_GELU_ERF, LK_F32, LK_F16, LK_F16, 2, 2, LK_MX_FILL_EDGE, -1, -1);
+    mx_glu(L, LK_UNARY_RELU2, LK_BF16, LK_BF16, LK_F32, 0, 0, LK_MX_FILL_ALLBITS, 129, 511);
+}
+
 /* ------------------------------------------------------------------ list */
 
 int lk_mx_build(uint64_t seed, int full, lk_mx_case **cases)
@@ -1040,6 +1098,7 @@ int lk_mx_build(uint64_t seed, int full, lk_mx_case **cases)
     mx_attention_cases(&L);
     mx_embedding_cases(&L);
     mx_set_rows_cases(&L);
+    mx_glu_cases(&L); /* last: earlier case ids stay */
     if (L.failed) {
         free(L.v);
         *cases = NULL;
@@ -1055,7 +1114,9 @@ static const char *const mx_names[] = {
     "unary", "unary.relu", "unary.relu2", "unary.sigmoid", "unary.silu", "unary.gelu_tanh",
     "unary.gelu_erf", "unary.exp", "unary.log", "unary.tanh", "unary.erf", "convert", "binary",
     "binary.add", "binary.mul", "quantize_act", "quantize_ternary", "ternary_pack",
-    "ternary_unpack", "ternary_gemm", "int8_gemm", "rope", "attention", "embedding", "rmsnorm_quantize", "set_rows", NULL};
+    "ternary_unpack", "ternary_gemm", "int8_gemm", "rope", "attention", "embedding", "rmsnorm_quantize", "set_rows",
+    "glu", "glu.copy", "glu.relu", "glu.relu2", "glu.sigmoid", "glu.silu", "glu.gelu_tanh",
+    "glu.gelu_erf", "glu.exp", "glu.log", "glu.tanh", "glu.erf", NULL};
 
 const char *const *lk_mx_op_names(void)
 {

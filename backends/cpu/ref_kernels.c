@@ -131,6 +131,22 @@ static lk_status ref_binary(void *q, const lk_binary_args *a)
     return LK_OK;
 }
 
+static void glu_rows(void *p, int64_t r0, int64_t r1, int tid)
+{
+    (void)tid;
+    lk_glu_args s = *(const lk_glu_args *)p;
+    s.gate = lk_rows(s.gate, r0, r1);
+    s.up = lk_rows(s.up, r0, r1);
+    s.y = lk_rows(s.y, r0, r1);
+    lk_ref_glu(&s);
+}
+
+static lk_status ref_glu(void *q, const lk_glu_args *a)
+{
+    lk_cpu_for(lk_threads(q, a->gate.rows, a->gate.cols), a->gate.rows, glu_rows, (void *)a);
+    return LK_OK;
+}
+
 static void unpack_rows(void *p, int64_t r0, int64_t r1, int tid)
 {
     (void)tid;
@@ -301,4 +317,5 @@ void lk_cpu_ref_kernels(lk_kernels *k)
     k->embedding = ref_embedding;
     k->rmsnorm_quantize = ref_rmsnorm_quantize;
     k->set_rows = ref_set_rows;
+    k->glu = ref_glu;
 }

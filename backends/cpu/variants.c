@@ -27,7 +27,8 @@
     lk_status p##ternary_gemm(void *, const lk_qgemm_args *);              \
     lk_status p##int8_gemm(void *, const lk_qgemm_args *);              \
     lk_status p##attention(void *, const lk_attention_args *);             \
-    lk_status p##rmsnorm_quantize(void *, const lk_norm_quant_args *);
+    lk_status p##rmsnorm_quantize(void *, const lk_norm_quant_args *);     \
+    lk_status p##glu(void *, const lk_glu_args *);
 
 /* Every op the shared kernels accelerate. */
 #define LK_CPU_FILL(k, p)                          \
@@ -48,6 +49,7 @@
         (k)->int8_gemm = p##int8_gemm;             \
         (k)->attention = p##attention;             \
         (k)->rmsnorm_quantize = p##rmsnorm_quantize; \
+        (k)->glu = p##glu;                         \
     } while (0)
 
 /* AVX-VNNI is AVX2 with vpdpbusd, NEON dotprod NEON with sdot: only the

@@ -350,7 +350,7 @@ static void run_lk_t2_linear(void *p)
     prep_arg *t = p;
     lk_tensor x = lk_mat(t->x, LK_I8, 1, t->k), xs = lk_mat(t->xs, LK_F32, 1, 1);
     lk_tensor y = lk_mat(t->y, LK_F32, 1, t->n);
-    CHECK_LK(lk_ternary_linear(q, &x, &xs, t->w, &y));
+    CHECK_LK(lk_ternary_linear(q, &x, &xs, t->w, &y, 0));
 }
 
 /* The weights' bytes read once at the copy's read rate. */

@@ -498,6 +498,7 @@ static const lk_device_iface lk_cuda_iface = {
         .ternary_linear = lk_cuda_ternary_linear,
         .rmsnorm_quantize = lk_cuda_rmsnorm_quantize,
         .set_rows = lk_cuda_set_rows,
+        .glu = lk_cuda_glu,
     },
     .capture_begin = lk_cuda_capture_begin,
     .capture_end = lk_cuda_capture_end,

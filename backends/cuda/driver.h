@@ -97,6 +97,7 @@ lk_status lk_cuda_softmax(void *queue, const lk_softmax_args *a);
 lk_status lk_cuda_log_softmax(void *queue, const lk_softmax_args *a);
 lk_status lk_cuda_unary(void *queue, const lk_unary_args *a);
 lk_status lk_cuda_binary(void *queue, const lk_binary_args *a);
+lk_status lk_cuda_glu(void *queue, const lk_glu_args *a); /* unary.cu */
 lk_status lk_cuda_quantize_act(void *queue, const lk_quant_args *a);
 lk_status lk_cuda_rmsnorm_quantize(void *queue, const lk_norm_quant_args *a);
 lk_status lk_cuda_quantize_ternary(void *queue, const lk_quant_args *a);

@@ -17,8 +17,19 @@
 #define QBK 64 /* bytes of k per slice: 16 words */
 #define QBKW (QBK / 4)
 
+/* The float store of every integer kernel: v, or with LK_GEMM_ACCUMULATE
+ * (lk_ternary_linear; the core allows it on f32 y only) y's old value plus
+ * v, one rounding: the bits of lk_binary ADD after the plain store.  The
+ * element is read and written by the same thread, after lk_pdl_wait(). */
+static __device__ __forceinline__ void lk_qgemm_put(const lk_qgemm_args &q, int64_t yi, float v)
+{
+    if (q.flags & LK_GEMM_ACCUMULATE)
+        v = __fadd_rn(((const float *)q.y.data)[yi], v);
+    lk_store_any(q.y.data, q.y.dtype, yi, v);
+}
+
 /* y[m, n] = acc (int32 output), or ((float)acc / x_scale[m]) * w_scale[n
- * or 0], rounded once at the store. */
+ * or 0], rounded once at the store (lk_qgemm_put). */
 static __device__ __forceinline__ void lk_qgemm_store(const lk_qgemm_args &q, int64_t m,
                                                       int64_t n, int32_t acc)
 {
@@ -30,7 +41,7 @@ static __device__ __forceinline__ void lk_qgemm_store(const lk_qgemm_args &q, in
     const float xs = ((const float *)q.x_scale.data)[m * q.x_scale.ld];
     const float ws = ((const float *)q.w_scale.data)[q.w_scale.cols == 1 ? 0 : n];
     const float v = __fmul_rn(__fdiv_rn(__int2float_rn(acc), xs), ws);
-    lk_store_any(q.y.data, q.y.dtype, yi, v);
+    lk_qgemm_put(q, yi, v);
 }
 
 /* Four LK_T2 codes (one byte) as four int8 values code - 1, in the byte

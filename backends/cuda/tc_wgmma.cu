@@ -769,7 +769,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                     const float ws = wsp[g.q.w_scale.cols == 1 ? 0 : n];
                     const float v =
                         __fmul_rn(__fdiv_rn(__int2float_rn(acc[i]), xs[(i >> 1) & 1]), ws);
-                    lk_store_any(g.q.y.data, g.q.y.dtype, yi, v);
+                    lk_qgemm_put(g.q, yi, v);
                 }
             }
         }
@@ -970,7 +970,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                     const float xs = xsp[m * g.q.x_scale.ld];
                     const float v =
                         __fmul_rn(__fdiv_rn(__int2float_rn(acc[i]), xs), ws[(i >> 1) & 1]);
-                    lk_store_any(g.q.y.data, g.q.y.dtype, yi, v);
+                    lk_qgemm_put(g.q, yi, v);
                 }
             }
         }

@@ -383,6 +383,7 @@ extern "C" lk_status lk_cuda_ternary_linear(void *queue, const lk_linear_args *l
     q.x = la->x;
     q.x_scale = la->x_scale;
     q.y = la->y;
+    q.flags = la->flags;
     q.w = lk_mat(h->w, LK_T2, h->n, h->k);
     q.w.ld = h->ldw;
     q.w_scale = lk_mat(h->scale, LK_F32, 1, h->scale_n);

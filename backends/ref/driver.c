@@ -39,6 +39,7 @@ LK_REF_ADAPT(attention, lk_attention_args)
 LK_REF_ADAPT(embedding, lk_embedding_args)
 LK_REF_ADAPT(rmsnorm_quantize, lk_norm_quant_args)
 LK_REF_ADAPT(set_rows, lk_set_rows_args)
+LK_REF_ADAPT(glu, lk_glu_args)
 
 static void lk_ref_props(void *dev, lk_device_props *p)
 {
@@ -80,6 +81,7 @@ static const lk_device_iface lk_ref_iface = {
         .embedding = lk_ref_q_embedding,
         .rmsnorm_quantize = lk_ref_q_rmsnorm_quantize,
         .set_rows = lk_ref_q_set_rows,
+        .glu = lk_ref_q_glu,
     },
 };
 

@@ -8,7 +8,8 @@
 #include "backends/ref/load_store.h"
 
 /* y[m, n] = acc as int32 without scales, else
- * ((float)acc / x_scale[m]) * w_scale[n, or 0 when w_scale is 1 x 1].
+ * ((float)acc / x_scale[m]) * w_scale[n, or 0 when w_scale is 1 x 1],
+ * added to y's old value with LK_GEMM_ACCUMULATE.
  * acc fits in int32 (the core enforces the K limits); (float) of it rounds
  * to nearest even. */
 static inline void lk_ref_qgemm_store(const lk_qgemm_args *q, int64_t m, int64_t n,
@@ -23,6 +24,10 @@ static inline void lk_ref_qgemm_store(const lk_qgemm_args *q, int64_t m, int64_t
     float ws = lk_ref_load(q->w_scale.data, q->w_scale.dtype,
                            q->w_scale.cols == 1 ? 0 : n);
     float v = ((float)acc / xs) * ws;
+    /* y is f32 here (the core's rule): the old value first, one rounding,
+     * the bits of lk_binary ADD of y and the plain store */
+    if (q->flags & LK_GEMM_ACCUMULATE)
+        v = lk_ref_load(q->y.data, q->y.dtype, yi) + v;
     lk_ref_store(q->y.data, q->y.dtype, yi, v);
 }
 

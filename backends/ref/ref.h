@@ -51,5 +51,6 @@ lk_status lk_ref_rope(const lk_rope_args *a);
 lk_status lk_ref_attention(const lk_attention_args *a);
 lk_status lk_ref_embedding(const lk_embedding_args *a);
 lk_status lk_ref_set_rows(const lk_set_rows_args *a);
+lk_status lk_ref_glu(const lk_glu_args *a);
 
 #endif

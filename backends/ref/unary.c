@@ -57,3 +57,19 @@ lk_status lk_ref_unary(const lk_unary_args *p)
     }
     return LK_OK;
 }
+
+/* lk_glu (numerics.md section 7.10): the unary result stays f32 (what an
+ * f32 temporary would hold) and meets up in one f32 multiply, rounded once
+ * at the store.  y may be gate or up itself: both are read first. */
+lk_status lk_ref_glu(const lk_glu_args *p)
+{
+    for (int64_t r = 0; r < p->gate.rows; r++) {
+        int64_t gb = r * p->gate.ld, ub = r * p->up.ld, yb = r * p->y.ld;
+        for (int64_t c = 0; c < p->gate.cols; c++) {
+            float u = apply(p->op, lk_ref_load(p->gate.data, p->gate.dtype, gb + c));
+            float z = lk_ref_load(p->up.data, p->up.dtype, ub + c);
+            lk_ref_store(p->y.data, p->y.dtype, yb + c, u * z);
+        }
+    }
+    return LK_OK;
+}

@@ -319,6 +319,103 @@ bad:
     return -1;
 }
 
+/* The vocabulary of the demo's own GGUF files: a small byte-level BPE
+ * tokenizer (tokenizer.ggml.model "gpt2", Llama 3's pre-tokenizer), so that
+ * `lockstep demo --model FILE --prompt TEXT` works on them.  Ids 0..255 are
+ * the byte tokens in byte order (GPT-2's bytes_to_unicode strings), then one
+ * token per merge below (id 256 + rank), then control placeholders "<tN>"
+ * up to the last two ids, BOS and EOS.  The merges are a few of GPT-2's
+ * first ones (common English pairs): fixed, so a prompt's ids are too. */
+#define SP "\xc4\xa0" /* the space byte's code point, U+0120 */
+static const char *const demo_merges[] = {
+    SP " t",   SP " a",   "h e",     "i n",    "r e",      "o n",     SP "t he", "e r",
+    SP " s",   "a t",     SP " w",   SP " o",  "e n",      SP " c",   "i t",     "i s",
+    "a n",     "o r",     "e s",     SP " b",  "e d",      SP " f",   "in g",    SP " p",
+    "o u",     SP "a n",  "a l",     "a r",    SP "t o",   SP " m",   SP "o f",  SP " in",
+    SP " d",   SP " h",   SP "an d", "i c",    "a s",      "l e",     SP "t h",  "i on",
+    "l l",     "en t",    SP " l",   "s t",    SP " re",   "v e",     SP " is",  SP " on",
+    SP "th at", SP " T",  "t he",    SP "the n", SP " I",  "at ion",  SP " it",  "' s",
+    "o w",     SP "w h",  SP " 1",
+};
+#undef SP
+#define DEMO_NMERGES ((int64_t)(sizeof demo_merges / sizeof *demo_merges))
+
+/* GPT-2's bytes_to_unicode as UTF-8: printable bytes stand for themselves,
+ * the other 68 for U+0100 + their rank among those. */
+static void byte_token(int b, char out[3])
+{
+    int printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+    unsigned cp = (unsigned)b;
+    if (!printable) {
+        cp = 0x100;
+        for (int c = 0; c < b; c++)
+            cp += !((c >= 0x21 && c <= 0x7e) || (c >= 0xa1 && c <= 0xac) || (c >= 0xae && c <= 0xff));
+    }
+    if (cp < 0x80) {
+        out[0] = (char)cp, out[1] = 0;
+    } else {
+        out[0] = (char)(0xc0 | cp >> 6), out[1] = (char)(0x80 | (cp & 0x3f)), out[2] = 0;
+    }
+}
+
+/* The tokenizer keys for a vocabulary of n tokens.  One too small for the
+ * byte tokens, the merges, BOS and EOS gets placeholders alone and no
+ * merges (--prompt then says so). */
+static int write_vocab(lkg_writer *wr, int64_t n)
+{
+    const int full = n >= 256 + DEMO_NMERGES + 2;
+    char **toks = calloc((size_t)n, sizeof *toks);
+    uint8_t *tt = malloc(12 + 4 * (size_t)n);
+    int rc = toks && tt ? 0 : -1;
+    for (int64_t i = 0; !rc && i < n; i++) {
+        int type = 3; /* control: never produced from text */
+        if (!(toks[i] = malloc(24))) {
+            rc = -1;
+            break;
+        }
+        if (full && i < 256) {
+            byte_token((int)i, toks[i]);
+            type = 1;
+        } else if (full && i < 256 + DEMO_NMERGES) {
+            /* "left right" -> "leftright": the split is the first space
+             * after the first byte, as the tokenizer splits */
+            const char *m = demo_merges[i - 256], *sp = strchr(m + 1, ' ');
+            size_t ll = (size_t)(sp - m);
+            memcpy(toks[i], m, ll);
+            strcpy(toks[i] + ll, sp + 1);
+            type = 1;
+        } else if (full && i == n - 2) {
+            strcpy(toks[i], "<|begin_of_text|>");
+        } else if (full && i == n - 1) {
+            strcpy(toks[i], "<|end_of_text|>");
+        } else {
+            snprintf(toks[i], 24, "<t%lld>", (long long)i);
+        }
+        for (int k = 0; k < 4; k++)
+            tt[12 + 4 * i + k] = (uint8_t)((unsigned)type >> 8 * k);
+    }
+    rc |= lkg_w_str(wr, "tokenizer.ggml.model", "gpt2");
+    if (!rc)
+        rc |= lkg_w_str_array(wr, "tokenizer.ggml.tokens", (const char *const *)toks, (uint64_t)n);
+    if (!rc && full) {
+        tt[0] = LKG_I32, tt[1] = tt[2] = tt[3] = 0;
+        for (int k = 0; k < 8; k++)
+            tt[4 + k] = (uint8_t)((uint64_t)n >> 8 * k);
+        const uint8_t yes = 1;
+        rc |= lkg_w_str(wr, "tokenizer.ggml.pre", "llama-bpe");
+        rc |= lkg_w_raw(wr, "tokenizer.ggml.token_type", LKG_ARRAY, tt, 12 + 4 * (size_t)n);
+        rc |= lkg_w_str_array(wr, "tokenizer.ggml.merges", demo_merges, (uint64_t)DEMO_NMERGES);
+        rc |= lkg_w_u32(wr, "tokenizer.ggml.bos_token_id", (uint32_t)(n - 2));
+        rc |= lkg_w_u32(wr, "tokenizer.ggml.eos_token_id", (uint32_t)(n - 1));
+        rc |= lkg_w_raw(wr, "tokenizer.ggml.add_bos_token", LKG_BOOL, &yes, 1);
+    }
+    for (int64_t i = 0; toks && i < n; i++)
+        free(toks[i]);
+    free(toks);
+    free(tt);
+    return rc;
+}
+
 int bn_weights_to_gguf(const bn_weights *w, uint32_t ttype, uint8_t **data, size_t *size,
                        char *err, size_t errlen)
 {
@@ -344,19 +441,9 @@ int bn_weights_to_gguf(const bn_weights *w, uint32_t ttype, uint8_t **data, size
     rc |= PUTF("attention.layer_norm_rms_epsilon", c->eps);
 #undef PUTU
 #undef PUTF
-    /* A placeholder vocabulary ("<t0>", "<t1>", ...) so that the file is
-     * complete and `lockstep demo --model` can print tokens as text. */
-    char **toks = calloc((size_t)c->vocab, sizeof *toks);
-    for (int64_t i = 0; toks && i < c->vocab; i++)
-        if ((toks[i] = malloc(24)))
-            snprintf(toks[i], 24, "<t%lld>", (long long)i);
-    rc |= lkg_w_str(wr, "tokenizer.ggml.model", "gpt2");
-    rc |= toks ? lkg_w_str_array(wr, "tokenizer.ggml.tokens", (const char *const *)toks,
-                                 (uint64_t)c->vocab)
-               : -1;
-    for (int64_t i = 0; toks && i < c->vocab; i++)
-        rc |= toks[i] ? 0 : -1, free(toks[i]);
-    free(toks);
+    /* A small byte-level BPE tokenizer, so that --prompt works on the file
+     * and generated tokens print as text (write_vocab). */
+    rc |= write_vocab(wr, c->vocab);
     uint64_t ne[2] = {(uint64_t)c->dim, (uint64_t)c->vocab};
     rc |= lkg_w_tensor(wr, "token_embd.weight", LKG_T_BF16, 2, ne, w->embd,
                        (uint64_t)(c->vocab * c->dim) * 2);
@@ -674,19 +761,27 @@ int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t ma
 
 /* BitLinear after the norm that feeds it: y = ternary(W) . int8(rmsnorm(x) * nw)
  * for the rows of x (M x K), the norm and the activation quantisation in
- * one op (the bits of lk_rmsnorm then lk_quantize_act). */
+ * one op (the bits of lk_rmsnorm then lk_quantize_act).  flags
+ * LK_GEMM_ACCUMULATE: y += that instead (the residual add, fused into
+ * lk_ternary_linear; unprepared weights go through m->tmp, same bits). */
 static int bitlinear(bn_model *m, const lk_tensor *x, const lk_tensor *nw, int64_t M,
-                     const bn_tdev *w, int64_t n, const lk_tensor *y, char *err, size_t errlen)
+                     const bn_tdev *w, int64_t n, const lk_tensor *y, unsigned flags, char *err,
+                     size_t errlen)
 {
     lk_tensor xq = lk_mat(m->xq, LK_I8, M, x->cols), xs = lk_mat(m->xs, LK_F32, M, 1);
     lk_tensor wt = lk_mat(w->codes, LK_T2, n, x->cols);
     wt.ld = (x->cols + 3) / 4 * 4;
     lk_tensor ws = lk_mat(w->scale, LK_F32, 1, w->nscale);
     TRY(lk_rmsnorm_quantize(m->q, x, nw, m->c.eps, &xq, &xs));
-    if (w->prep)
-        TRY(lk_ternary_linear(m->q, &xq, &xs, w->prep, y));
-    else
+    if (w->prep) {
+        TRY(lk_ternary_linear(m->q, &xq, &xs, w->prep, y, flags));
+    } else if (flags & LK_GEMM_ACCUMULATE) {
+        lk_tensor t = lk_mat(m->tmp, LK_F32, M, n);
+        TRY(lk_ternary_gemm(m->q, &xq, &xs, &wt, &ws, &t));
+        TRY(lk_binary(m->q, LK_BINARY_ADD, y, &t, y));
+    } else {
         TRY(lk_ternary_gemm(m->q, &xq, &xs, &wt, &ws, y));
+    }
     return 0;
 }
 
@@ -723,7 +818,7 @@ static int layer_front(bn_model *m, bn_acts *a, int64_t l, char *err, size_t err
     const int64_t qd = c->n_head * c->head_dim, kvd = c->n_kv * c->head_dim;
     bn_ldev *D = &m->L[l];
     lk_tensor an = lk_mat(D->attn_norm, LK_F32, 1, c->dim);
-    if (bitlinear(m, &a->x, &an, a->M, &D->qkv, qd + 2 * kvd, &a->qkv, err, errlen))
+    if (bitlinear(m, &a->x, &an, a->M, &D->qkv, qd + 2 * kvd, &a->qkv, 0, err, errlen))
         return -1;
     TRY(lk_rope(m->q, &a->qr, &a->pos, c->head_dim, c->theta, c->rope_flags, &a->qr));
     return 0;
@@ -767,17 +862,16 @@ static int layer_back(bn_model *m, bn_acts *a, int64_t l, int64_t cache_len, cha
     lk_tensor pa = lk_mat(m->pos, LK_I32, T, 1);
     pa.batch_stride = T;
     TRY(lk_attention(m->q, &qa, &kc, &vc, &pa, c->n_head, c->n_kv, scale, &oa, a->B));
-    if (bitlinear(m, &a->att, &asn, a->M, &D->t[3], c->dim, &a->tmp, err, errlen))
+    if (bitlinear(m, &a->att, &asn, a->M, &D->t[3], c->dim, &a->x, LK_GEMM_ACCUMULATE, err,
+                  errlen))
         return -1;
-    TRY(lk_binary(m->q, LK_BINARY_ADD, &a->x, &a->tmp, &a->x));
 
-    if (bitlinear(m, &a->x, &fn, a->M, &D->gu, 2 * c->ffn, &a->gu, err, errlen))
+    if (bitlinear(m, &a->x, &fn, a->M, &D->gu, 2 * c->ffn, &a->gu, 0, err, errlen))
         return -1;
-    TRY(lk_unary(m->q, LK_UNARY_RELU2, &a->gv, &a->gv));
-    TRY(lk_binary(m->q, LK_BINARY_MUL, &a->gv, &a->uv, &a->g));
-    if (bitlinear(m, &a->g, &fsn, a->M, &D->t[6], c->dim, &a->tmp, err, errlen))
+    TRY(lk_glu(m->q, LK_UNARY_RELU2, &a->gv, &a->uv, &a->g)); /* relu(gate)^2 * up */
+    if (bitlinear(m, &a->g, &fsn, a->M, &D->t[6], c->dim, &a->x, LK_GEMM_ACCUMULATE, err,
+                  errlen))
         return -1;
-    TRY(lk_binary(m->q, LK_BINARY_ADD, &a->x, &a->tmp, &a->x));
     return 0;
 }
 

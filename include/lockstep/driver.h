@@ -56,6 +56,7 @@ typedef enum lk_op {
     LK_OP_EMBEDDING,
     LK_OP_RMSNORM_QUANTIZE,
     LK_OP_SET_ROWS,
+    LK_OP_GLU,
     LK_OP_COUNT_ /* not an op */
 } lk_op;
 
@@ -108,6 +109,9 @@ typedef struct lk_pack_args {    /* ternary pack and unpack */
 typedef struct lk_qgemm_args {   /* ternary_gemm and int8_gemm */
     int64_t m, n, k;
     lk_tensor x, x_scale, w, w_scale, y; /* scales data == NULL: int32 out */
+    /* LK_GEMM_ACCUMULATE (lk_ternary_linear only; y f32, scales given):
+     * y = y + the value stored without it, one f32 add; else 0 */
+    unsigned flags;
 } lk_qgemm_args;
 
 typedef struct lk_rope_args {
@@ -134,6 +138,12 @@ typedef struct lk_set_rows_args { /* dst.dtype == src.dtype, not LK_T2; idx
     lk_tensor src, idx, dst;
 } lk_set_rows_args;
 
+typedef struct lk_glu_args {  /* y = unary(op, gate) * up, all one shape;
+                                 y may be gate or up itself */
+    lk_unary_op op;
+    lk_tensor gate, up, y;
+} lk_glu_args;
+
 /* Prepared weights (include/lockstep/weights.h). */
 typedef struct lk_weights_args {
     lk_tensor w;         /* N x K: f32/bf16/f16, or LK_T2 */
@@ -142,7 +152,7 @@ typedef struct lk_weights_args {
 
 typedef struct lk_linear_args {  /* linear and ternary_linear */
     int64_t m, n, k;
-    unsigned flags;            /* linear: LK_GEMM_ACCUMULATE or 0 */
+    unsigned flags;            /* LK_GEMM_ACCUMULATE or 0 (ternary_linear: y f32) */
     const void *prepared;      /* what weights_prepare made */
     lk_dtype w_dtype;          /* the dtype that was prepared */
     lk_tensor x, x_scale, bias, y; /* x_scale: ternary only; bias: linear only
@@ -183,6 +193,8 @@ typedef struct lk_kernels {
     lk_status (*rmsnorm_quantize)(void *queue, const lk_norm_quant_args *args);
     /* lk_set_rows: NULL means LK_ERR_UNSUPPORTED. */
     lk_status (*set_rows)(void *queue, const lk_set_rows_args *args);
+    /* lk_glu: NULL means LK_ERR_UNSUPPORTED. */
+    lk_status (*glu)(void *queue, const lk_glu_args *args);
 } lk_kernels;
 
 typedef struct lk_device_iface {

@@ -109,6 +109,13 @@ typedef enum lk_binary_op {
 LK_API lk_status lk_binary(lk_queue *q, lk_binary_op op, const lk_tensor *a,
                            const lk_tensor *b, const lk_tensor *y);
 
+/* Gated linear unit: y = unary(op, gate) * up, element by element, gate, up
+ * and y one shape (any ld); the bits of lk_unary(op, gate -> f32) then
+ * lk_binary(LK_BINARY_MUL, that, up -> y) in one pass (ReLU^2, SwiGLU,
+ * GeGLU gating).  y may be gate or up itself. */
+LK_API lk_status lk_glu(lk_queue *q, lk_unary_op op, const lk_tensor *gate,
+                        const lk_tensor *up, const lk_tensor *y);
+
 /* --------------------------------------------------------- quantisation */
 
 /* BitNet b1.58 activations, per row: s = 127 / max(absmax, 1e-5),

@@ -54,9 +54,12 @@ LK_API lk_status lk_linear(lk_queue *q, const lk_tensor *x, const lk_weights *w,
 /* y = ((float)acc / x_scale[m]) * w_scale[n or 0]: the bits of
  * lk_ternary_gemm(q, xq, x_scale, w, w_scale, y) on the ternary weights
  * and scale that were prepared.  xq: LK_I8 M x K; x_scale: f32 M x 1;
- * y: float M x N. */
+ * y: float M x N.  flags: 0 or LK_GEMM_ACCUMULATE, which adds that result
+ * r to y instead (y = y + r, one f32 add, y's old value first: the bits of
+ * the plain call into a temporary and lk_binary(q, LK_BINARY_ADD, y, r,
+ * y)); y must then be LK_F32.  Other bits: LK_ERR_INVALID_ARGUMENT. */
 LK_API lk_status lk_ternary_linear(lk_queue *q, const lk_tensor *xq, const lk_tensor *x_scale,
-                                   const lk_weights *w, const lk_tensor *y);
+                                   const lk_weights *w, const lk_tensor *y, unsigned flags);
 
 LK_END_DECLS
 

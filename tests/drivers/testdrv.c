@@ -279,6 +279,21 @@ static lk_status t_binary(void *q, const lk_binary_args *a)
     return LK_OK;
 }
 
+static lk_status t_glu(void *q, const lk_glu_args *a)
+{
+    (void)q;
+    CHECK_FAIL(LK_OP_GLU);
+    FOR_BANDS_REVERSED(a->gate.rows, r0, nr)
+    {
+        lk_glu_args s = *a;
+        s.gate = rows_of(a->gate, r0, nr);
+        s.up = rows_of(a->up, r0, nr);
+        s.y = rows_of(a->y, r0, nr);
+        TRY(lk_ref_glu(&s));
+    }
+    return LK_OK;
+}
+
 static lk_status t_quantize_act(void *q, const lk_quant_args *a)
 {
     (void)q;
@@ -387,6 +402,7 @@ static const char *const op_names[LK_OP_COUNT_] = {
     [LK_OP_EMBEDDING] = "embedding",
     [LK_OP_RMSNORM_QUANTIZE] = "rmsnorm_quantize",
     [LK_OP_SET_ROWS] = "set_rows",
+    [LK_OP_GLU] = "glu",
 };
 
 static lk_op op_from_env(const char *var)
@@ -493,6 +509,7 @@ static const lk_kernels t_kernels = {
     .ternary_unpack = t_ternary_unpack,
     .ternary_gemm = t_ternary_gemm,
     .int8_gemm = t_int8_gemm,
+    .glu = t_glu,
 };
 
 static lk_status t_init(const lk_host *h, void **drv)
@@ -528,6 +545,7 @@ static lk_status t_init(const lk_host *h, void **drv)
     case LK_OP_TERNARY_UNPACK: f->kernels.ternary_unpack = NULL; break;
     case LK_OP_TERNARY_GEMM: f->kernels.ternary_gemm = NULL; break;
     case LK_OP_INT8_GEMM: f->kernels.int8_gemm = NULL; break;
+    case LK_OP_GLU: f->kernels.glu = NULL; break;
     default: break;
     }
     d->iface[1] = d->iface[0];

@@ -59,7 +59,8 @@ struct qg_job {
 };
 
 /* y[m, n0 .. n0 + cnt) from the accumulators: acc as int32 without scales,
- * else ((float)acc / x_scale[m]) * w_scale[n or 0], rounded once. */
+ * else ((float)acc / x_scale[m]) * w_scale[n or 0], rounded once (then
+ * added to y's old value, rounded once more, with LK_GEMM_ACCUMULATE). */
 static void qg_store_row(const lk_qgemm_args *q, int64_t m, int64_t n0, int64_t cnt,
                          const int32_t *acc)
 {
@@ -70,17 +71,25 @@ static void qg_store_row(const lk_qgemm_args *q, int64_t m, int64_t n0, int64_t 
     }
     const float xs = ld1(q->x_scale.data, q->x_scale.dtype, m * q->x_scale.ld);
     const int per_n = q->w_scale.cols != 1;
+    /* y f32 (the core's rule): y's old value plus the plain result, one
+     * rounding: the bits of lk_binary ADD after the plain store */
+    const int accumulate = (q->flags & LK_GEMM_ACCUMULATE) != 0;
     const vf vxs = vf_set1(xs);
     const vf ws1 = vf_set1(ld1(q->w_scale.data, q->w_scale.dtype, 0));
     int64_t i = 0;
     for (; i + VW <= cnt; i += VW) {
         vf ws = per_n ? ld_dt(q->w_scale.data, q->w_scale.dtype, n0 + i) : ws1;
         vf v = vf_mul(vf_div(vi_to_vf(vi_load(acc + i)), vxs), ws);
+        if (accumulate)
+            v = vf_add(ld_dt(q->y.data, q->y.dtype, yi + i), v);
         st_dt(q->y.data, q->y.dtype, yi + i, v);
     }
     for (; i < cnt; i++) {
         float ws = ld1(q->w_scale.data, q->w_scale.dtype, per_n ? n0 + i : 0);
-        st1(q->y.data, q->y.dtype, yi + i, ((float)acc[i] / xs) * ws);
+        float v = ((float)acc[i] / xs) * ws;
+        if (accumulate)
+            v = ld1(q->y.data, q->y.dtype, yi + i) + v;
+        st1(q->y.data, q->y.dtype, yi + i, v);
     }
 }
 

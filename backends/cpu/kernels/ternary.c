@@ -431,6 +431,7 @@ LK_CPU_DEFINE(ternary_linear, lk_linear_args)
     q.x = args->x;
     q.x_scale = args->x_scale;
     q.y = args->y;
+    q.flags = args->flags;
     q.w = lk_mat_ld(w->data, LK_T2, w->n, w->k, w->ldw * 4);
     q.w_scale = lk_mat(w->scale, LK_F32, 1, w->scale_cols);
     return tq_run((lk_cpu_queue *)queue, &q, 1);

@@ -103,3 +103,70 @@ LK_CPU_DEFINE(unary, lk_unary_args)
                unary_rows, (void *)args);
     return LK_OK;
 }
+
+/* ---- lk_glu (numerics.md section 7.10): y = unary(op, gate) * up ----
+ * The unary result stays in f32 and meets up in one vf_mul: the bits of
+ * lk_unary into an f32 temporary then lk_binary MUL.  y may be gate or up
+ * itself: both vectors are read before the store. */
+LK_INLINE void glu_rows_op(const lk_unary_op op, const lk_glu_args *p, int64_t r0, int64_t r1)
+{
+    const lk_dtype gd = p->gate.dtype, ud = p->up.dtype, yd = p->y.dtype;
+    const int f32 = gd == LK_F32 && ud == LK_F32 && yd == LK_F32;
+    const int64_t n = p->gate.cols;
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t gi = r * p->gate.ld, ui = r * p->up.ld, yi = r * p->y.ld;
+        int64_t c = 0;
+        if (f32) {
+            const float *g = (const float *)p->gate.data + gi;
+            const float *u = (const float *)p->up.data + ui;
+            float *y = (float *)p->y.data + yi;
+            for (; c + VW <= n; c += VW)
+                vf_store(y + c, vf_canon(vf_mul(unary_v(op, vf_load(g + c)), vf_load(u + c))));
+        } else {
+            for (; c + VW <= n; c += VW)
+                st_dt(p->y.data, yd, yi + c,
+                      vf_mul(unary_v(op, ld_dt(p->gate.data, gd, gi + c)),
+                             ld_dt(p->up.data, ud, ui + c)));
+        }
+        if (c < n) {
+            const int left = (int)(n - c);
+            vf g = unary_v(op, ld_dt_part(p->gate.data, gd, gi + c, left, vf_zero()));
+            st_dt_part(p->y.data, yd, yi + c, left,
+                       vf_mul(g, ld_dt_part(p->up.data, ud, ui + c, left, vf_zero())));
+        }
+    }
+}
+
+#define GLU_CASE(op)                         \
+    case op:                                 \
+        glu_rows_op(op, p, r0, r1);          \
+        break;
+
+static void glu_rows(void *v, int64_t r0, int64_t r1, int tid)
+{
+    const lk_glu_args *p = (const lk_glu_args *)v;
+    (void)tid;
+    if (LK_SIMDE_GENERIC) {
+        glu_rows_op(p->op, p, r0, r1);
+        return;
+    }
+    switch (p->op) {
+        GLU_CASE(LK_UNARY_RELU) GLU_CASE(LK_UNARY_RELU2) GLU_CASE(LK_UNARY_SIGMOID)
+        GLU_CASE(LK_UNARY_SILU) GLU_CASE(LK_UNARY_GELU_TANH) GLU_CASE(LK_UNARY_GELU_ERF)
+        GLU_CASE(LK_UNARY_EXP) GLU_CASE(LK_UNARY_LOG) GLU_CASE(LK_UNARY_TANH)
+        GLU_CASE(LK_UNARY_ERF)
+    default:
+        glu_rows_op(LK_UNARY_COPY, p, r0, r1);
+        break;
+    }
+}
+
+LK_CPU_DEFINE(glu, lk_glu_args)
+{
+    lk_cpu_queue *q = (lk_cpu_queue *)queue;
+    const int64_t rows = args->gate.rows;
+    const double per = args->op == LK_UNARY_COPY || args->op <= LK_UNARY_RELU2 ? 12.0 : 68.0;
+    lk_cpu_for(lk_cpu_threads_for(q, per * (double)rows * (double)args->gate.cols, rows), rows,
+               glu_rows, (void *)args);
+    return LK_OK;
+}
