@@ -215,7 +215,7 @@ int lk_cmd_demo(int argc, char **argv)
                 bn_tok_free(tk);
                 bn_weights_free(&w);
                 lkg_close(f);
-                return 1;
+                return 2; /* a usage error: --tokens still runs the file */
             }
             bn_tok_free(tk);
             if (nids < 1 || nids > 4096) {

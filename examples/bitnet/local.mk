@@ -37,3 +37,9 @@ tests_test_tokenizer_LDADD = examples/bitnet/libbitnet.la liblockstep.la
 check_PROGRAMS += tests/test_demo
 TESTS += tests/test_demo
 tests_test_demo_LDADD = examples/bitnet/libbitnet.la liblockstep.la
+
+# `lockstep demo --prompt` end to end: the demo's GGUF file and its small
+# tokenizer, ids known by hand, the same bits on every local device, the
+# usage errors.  A shell script (TAP) run from the build directory.
+TESTS += tests/test_demo_prompt.sh
+EXTRA_DIST += tests/test_demo_prompt.sh
