@@ -19,9 +19,7 @@
 #define LKG_TQ1_BYTES 54u /* qs[48] qh[4] d (ggml-common.h block_tq1_0) */
 #define LKG_TQ2_BYTES 66u /* qs[64] d (block_tq2_0) */
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
+int lkg_fail(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err && errlen) {
         va_list ap;
@@ -61,7 +59,7 @@ typedef struct cur {
 static int cur_need(cur *c, uint64_t n, const char *what)
 {
     if (n > c->size - c->pos)
-        return fail(c->err, c->errlen,
+        return lkg_fail(c->err, c->errlen,
                     "truncated file: %s needs %llu bytes at offset %llu, %llu left", what,
                     (unsigned long long)n, (unsigned long long)c->pos,
                     (unsigned long long)(c->size - c->pos));
@@ -91,7 +89,7 @@ static int rd_str(cur *c, lkg_str *s, uint64_t max, const char *what)
     if (rd(c, 8, &n, what))
         return -1;
     if (n > max)
-        return fail(c->err, c->errlen, "%s at offset %llu: length %llu is absurd (limit %llu)",
+        return lkg_fail(c->err, c->errlen, "%s at offset %llu: length %llu is absurd (limit %llu)",
                     what, (unsigned long long)(c->pos - 8), (unsigned long long)n,
                     (unsigned long long)max);
     if (cur_need(c, n, what))
@@ -123,7 +121,7 @@ static int skip_elems(cur *c, uint32_t t, uint64_t count, int depth, const char 
     if (sz) {
         uint64_t bytes;
         if (!mul_ok(count, (uint64_t)sz, &bytes) || bytes > c->size - c->pos)
-            return fail(c->err, c->errlen,
+            return lkg_fail(c->err, c->errlen,
                         "truncated file: %s, an array of %llu elements, does not fit", what,
                         (unsigned long long)count);
         c->pos += bytes;
@@ -147,7 +145,7 @@ static int rd_value(cur *c, uint32_t type, lkg_value *v, int depth, const char *
         if (rd(c, scalar_size(type), &x, what))
             return -1;
         if (type == LKG_BOOL && x > 1)
-            return fail(c->err, c->errlen, "%s: boolean value %llu is neither 0 nor 1", what,
+            return lkg_fail(c->err, c->errlen, "%s: boolean value %llu is neither 0 nor 1", what,
                         (unsigned long long)x);
         v->v.u = x;
         return 0;
@@ -180,15 +178,15 @@ static int rd_value(cur *c, uint32_t type, lkg_value *v, int depth, const char *
     case LKG_ARRAY: {
         uint64_t et, n;
         if (depth >= LKG_MAX_ARRAY_DEPTH)
-            return fail(c->err, c->errlen, "%s: arrays nested deeper than %d", what,
+            return lkg_fail(c->err, c->errlen, "%s: arrays nested deeper than %d", what,
                         LKG_MAX_ARRAY_DEPTH);
         if (rd(c, 4, &et, what) || rd(c, 8, &n, what))
             return -1;
         if (et >= LKG_VTYPE_COUNT_)
-            return fail(c->err, c->errlen, "%s: unknown array element type %llu", what,
+            return lkg_fail(c->err, c->errlen, "%s: unknown array element type %llu", what,
                         (unsigned long long)et);
         if (n > LKG_MAX_ARRAY)
-            return fail(c->err, c->errlen, "%s: array of %llu elements is absurd (limit %llu)",
+            return lkg_fail(c->err, c->errlen, "%s: array of %llu elements is absurd (limit %llu)",
                         what, (unsigned long long)n, (unsigned long long)LKG_MAX_ARRAY);
         v->v.arr.type = (uint32_t)et;
         v->v.arr.count = n;
@@ -200,7 +198,7 @@ static int rd_value(cur *c, uint32_t type, lkg_value *v, int depth, const char *
         return 0;
     }
     default:
-        return fail(c->err, c->errlen, "%s: unknown value type %u", what, (unsigned)type);
+        return lkg_fail(c->err, c->errlen, "%s: unknown value type %u", what, (unsigned)type);
     }
 }
 
@@ -227,14 +225,14 @@ static int tensor_bytes(const lkg_tensor *t, uint64_t n, uint64_t *bytes, char *
     snprintf(nm, sizeof nm, "%.*s", (int)(t->name.len > 64 ? 64 : t->name.len), t->name.s);
     switch (t->type) {
     case LKG_T_F32:
-        return mul_ok(n, 4, bytes) ? 0 : fail(err, errlen, "tensor '%s': size overflows", nm);
+        return mul_ok(n, 4, bytes) ? 0 : lkg_fail(err, errlen, "tensor '%s': size overflows", nm);
     case LKG_T_F16:
     case LKG_T_BF16:
-        return mul_ok(n, 2, bytes) ? 0 : fail(err, errlen, "tensor '%s': size overflows", nm);
+        return mul_ok(n, 2, bytes) ? 0 : lkg_fail(err, errlen, "tensor '%s': size overflows", nm);
     case LKG_T_TQ1_0:
     case LKG_T_TQ2_0:
         if (t->ne[0] % LKG_TQ_BLOCK)
-            return fail(err, errlen, "tensor '%s': %s needs ne[0] = %llu to be a multiple of 256",
+            return lkg_fail(err, errlen, "tensor '%s': %s needs ne[0] = %llu to be a multiple of 256",
                         nm, lkg_type_name(t->type), (unsigned long long)t->ne[0]);
         *bytes = n / LKG_TQ_BLOCK * (t->type == LKG_T_TQ1_0 ? LKG_TQ1_BYTES : LKG_TQ2_BYTES);
         return 0;
@@ -243,11 +241,11 @@ static int tensor_bytes(const lkg_tensor *t, uint64_t n, uint64_t *bytes, char *
          * plus a 32-byte tail whose first 4 bytes are the f32 scale
          * (src/ggml-bitnet-mad.cpp quantize_i2_s). */
         if (n % 4)
-            return fail(err, errlen, "tensor '%s': I2_S needs a multiple of 4 elements", nm);
+            return lkg_fail(err, errlen, "tensor '%s': I2_S needs a multiple of 4 elements", nm);
         *bytes = n / 4 + 32;
         return 0;
     default:
-        return fail(err, errlen,
+        return lkg_fail(err, errlen,
                     "tensor '%s': ggml type %u is not supported (F32, F16, BF16, TQ1_0, TQ2_0 "
                     "and I2_S are)",
                     nm, (unsigned)t->type);
@@ -280,16 +278,16 @@ static int parse(lkg_file *f, char *err, size_t errlen)
     cur c = {f->buf, f->size, 0, err, errlen};
     uint64_t version;
     if (f->size < 4 || memcmp(f->buf, "GGUF", 4) != 0)
-        return fail(err, errlen, "not a GGUF file (bad magic)");
+        return lkg_fail(err, errlen, "not a GGUF file (bad magic)");
     c.pos = 4;
     if (rd(&c, 4, &version, "version"))
         return -1;
     if (version == 1)
-        return fail(err, errlen, "GGUF version 1 is not supported (versions 2 and 3 are)");
+        return lkg_fail(err, errlen, "GGUF version 1 is not supported (versions 2 and 3 are)");
     if (version == 0x02000000u || version == 0x03000000u)
-        return fail(err, errlen, "big-endian GGUF files are not supported");
+        return lkg_fail(err, errlen, "big-endian GGUF files are not supported");
     if (version != 2 && version != 3)
-        return fail(err, errlen, "unknown GGUF version %llu (versions 2 and 3 are supported)",
+        return lkg_fail(err, errlen, "unknown GGUF version %llu (versions 2 and 3 are supported)",
                     (unsigned long long)version);
     f->version = (uint32_t)version;
     uint64_t nt, nkv;
@@ -297,15 +295,15 @@ static int parse(lkg_file *f, char *err, size_t errlen)
         return -1;
     /* Each tensor info takes at least 8+4+8+4+8 bytes, each KV 8+4+1. */
     if (nt > LKG_MAX_TENSORS || nt * 32 > f->size)
-        return fail(err, errlen, "tensor count %llu is absurd for a file of %zu bytes",
+        return lkg_fail(err, errlen, "tensor count %llu is absurd for a file of %zu bytes",
                     (unsigned long long)nt, f->size);
     if (nkv > LKG_MAX_KV || nkv * 13 > f->size)
-        return fail(err, errlen, "metadata count %llu is absurd for a file of %zu bytes",
+        return lkg_fail(err, errlen, "metadata count %llu is absurd for a file of %zu bytes",
                     (unsigned long long)nkv, f->size);
     f->kv = calloc(nkv ? nkv : 1, sizeof *f->kv);
     f->tensors = calloc(nt ? nt : 1, sizeof *f->tensors);
     if (!f->kv || !f->tensors)
-        return fail(err, errlen, "out of memory");
+        return lkg_fail(err, errlen, "out of memory");
 
     f->alignment = 32;
     for (uint64_t i = 0; i < nkv; i++) {
@@ -316,7 +314,7 @@ static int parse(lkg_file *f, char *err, size_t errlen)
         if (rd_str(&c, &kv->key, 65535, what) || rd(&c, 4, &t, what))
             return -1;
         if (t >= LKG_VTYPE_COUNT_)
-            return fail(err, errlen, "metadata '%.*s': unknown value type %llu",
+            return lkg_fail(err, errlen, "metadata '%.*s': unknown value type %llu",
                         (int)(kv->key.len > 64 ? 64 : kv->key.len), kv->key.s,
                         (unsigned long long)t);
         if (rd_value(&c, (uint32_t)t, &kv->value, 0, what))
@@ -324,10 +322,10 @@ static int parse(lkg_file *f, char *err, size_t errlen)
         f->n_kv = i + 1;
         if (lkg_str_eq(kv->key, "general.alignment")) {
             if (kv->value.type != LKG_U32)
-                return fail(err, errlen, "general.alignment must be a uint32");
+                return lkg_fail(err, errlen, "general.alignment must be a uint32");
             uint64_t a = kv->value.v.u;
             if (a == 0 || (a & (a - 1)) || a > 65536)
-                return fail(err, errlen, "general.alignment %llu is not a power of two <= 65536",
+                return lkg_fail(err, errlen, "general.alignment %llu is not a power of two <= 65536",
                             (unsigned long long)a);
             f->alignment = a;
         }
@@ -341,7 +339,7 @@ static int parse(lkg_file *f, char *err, size_t errlen)
         if (rd_str(&c, &tn->name, 1024, what) || rd(&c, 4, &nd, what))
             return -1;
         if (nd == 0 || nd > LKG_MAX_DIMS)
-            return fail(err, errlen, "tensor %llu: %llu dimensions (1 to %u supported)",
+            return lkg_fail(err, errlen, "tensor %llu: %llu dimensions (1 to %u supported)",
                         (unsigned long long)i, (unsigned long long)nd, LKG_MAX_DIMS);
         tn->n_dims = (uint32_t)nd;
         for (unsigned d = 0; d < LKG_MAX_DIMS; d++)
@@ -352,7 +350,7 @@ static int parse(lkg_file *f, char *err, size_t errlen)
                 return -1;
             if (tn->ne[d] == 0 || tn->ne[d] > (uint64_t)INT64_MAX || !mul_ok(n, tn->ne[d], &n) ||
                 n > (uint64_t)INT64_MAX)
-                return fail(err, errlen, "tensor %llu: dimension %u = %llu is absurd",
+                return lkg_fail(err, errlen, "tensor %llu: dimension %u = %llu is absurd",
                             (unsigned long long)i, d, (unsigned long long)tn->ne[d]);
         }
         if (rd(&c, 4, &ty, what) || rd(&c, 8, &off, what))
@@ -367,7 +365,7 @@ static int parse(lkg_file *f, char *err, size_t errlen)
     /* The data section starts at the next multiple of the alignment. */
     uint64_t pad = (f->alignment - c.pos % f->alignment) % f->alignment;
     if (!add_ok(c.pos, pad, &f->data_offset) || f->data_offset > f->size)
-        return fail(err, errlen, "truncated file: the data section would start at %llu, past "
+        return lkg_fail(err, errlen, "truncated file: the data section would start at %llu, past "
                     "the end (%zu bytes)", (unsigned long long)(c.pos + pad), f->size);
     uint64_t avail = f->size - f->data_offset;
     for (uint64_t i = 0; i < nt; i++) {
@@ -375,11 +373,11 @@ static int parse(lkg_file *f, char *err, size_t errlen)
         uint64_t end;
         int nl = (int)(tn->name.len > 64 ? 64 : tn->name.len);
         if (tn->offset % f->alignment)
-            return fail(err, errlen, "tensor '%.*s': offset %llu is not a multiple of the "
+            return lkg_fail(err, errlen, "tensor '%.*s': offset %llu is not a multiple of the "
                         "alignment %llu", nl, tn->name.s, (unsigned long long)tn->offset,
                         (unsigned long long)f->alignment);
         if (!add_ok(tn->offset, tn->nbytes, &end) || end > avail)
-            return fail(err, errlen, "tensor '%.*s': data [%llu, +%llu) lies outside the data "
+            return lkg_fail(err, errlen, "tensor '%.*s': data [%llu, +%llu) lies outside the data "
                         "section (%llu bytes)", nl, tn->name.s, (unsigned long long)tn->offset,
                         (unsigned long long)tn->nbytes, (unsigned long long)avail);
         tn->data = f->buf + f->data_offset + tn->offset;
@@ -388,7 +386,7 @@ static int parse(lkg_file *f, char *err, size_t errlen)
     if (nt > 1) {
         const lkg_tensor **p = malloc(nt * sizeof *p);
         if (!p)
-            return fail(err, errlen, "out of memory");
+            return lkg_fail(err, errlen, "out of memory");
         for (uint64_t i = 0; i < nt; i++)
             p[i] = &f->tensors[i];
         qsort(p, nt, sizeof *p, cmp_tensor_ptr);
@@ -398,7 +396,7 @@ static int parse(lkg_file *f, char *err, size_t errlen)
                 char nm[72];
                 snprintf(nm, sizeof nm, "%.*s", nl, p[i]->name.s);
                 free(p);
-                return fail(err, errlen, "tensor name '%s' appears twice", nm);
+                return lkg_fail(err, errlen, "tensor name '%s' appears twice", nm);
             }
         free(p);
     }
@@ -408,14 +406,14 @@ static int parse(lkg_file *f, char *err, size_t errlen)
 int lkg_parse(const void *data, size_t size, lkg_file **out, char *err, size_t errlen)
 {
     if (!out || (!data && size))
-        return fail(err, errlen, "lkg_parse: NULL argument");
+        return lkg_fail(err, errlen, "lkg_parse: NULL argument");
     lkg_file *f = calloc(1, sizeof *f);
     if (!f)
-        return fail(err, errlen, "out of memory");
+        return lkg_fail(err, errlen, "out of memory");
     f->buf = malloc(size ? size : 1);
     if (!f->buf) {
         free(f);
-        return fail(err, errlen, "out of memory (%zu bytes)", size);
+        return lkg_fail(err, errlen, "out of memory (%zu bytes)", size);
     }
     if (size)
         memcpy(f->buf, data, size);
@@ -432,7 +430,7 @@ int lkg_open(const char *path, lkg_file **out, char *err, size_t errlen)
 {
     FILE *fp = fopen(path, "rb");
     if (!fp)
-        return fail(err, errlen, "%s: %s", path, strerror(errno));
+        return lkg_fail(err, errlen, "%s: %s", path, strerror(errno));
     uint8_t *buf = NULL;
     size_t size = 0, cap = 0;
     for (;;) {
@@ -442,7 +440,7 @@ int lkg_open(const char *path, lkg_file **out, char *err, size_t errlen)
             if (!nb) {
                 free(buf);
                 fclose(fp);
-                return fail(err, errlen, "%s: out of memory", path);
+                return lkg_fail(err, errlen, "%s: out of memory", path);
             }
             buf = nb;
             cap = ncap;
@@ -456,20 +454,20 @@ int lkg_open(const char *path, lkg_file **out, char *err, size_t errlen)
     fclose(fp);
     if (bad) {
         free(buf);
-        return fail(err, errlen, "%s: read error", path);
+        return lkg_fail(err, errlen, "%s: read error", path);
     }
     /* lkg_parse copies; parse in place instead to keep one copy. */
     lkg_file *f = calloc(1, sizeof *f);
     if (!f) {
         free(buf);
-        return fail(err, errlen, "out of memory");
+        return lkg_fail(err, errlen, "out of memory");
     }
     f->buf = buf;
     f->size = size;
     char e2[256];
     if (parse(f, e2, sizeof e2)) {
         lkg_close(f);
-        return fail(err, errlen, "%s: %s", path, e2);
+        return lkg_fail(err, errlen, "%s: %s", path, e2);
     }
     *out = f;
     return 0;
@@ -507,18 +505,18 @@ int lkg_get_u64(const lkg_file *f, const char *key, uint64_t *v, char *err, size
 {
     const lkg_kv *kv = lkg_find_kv(f, key);
     if (!kv)
-        return fail(err, errlen, "metadata '%s' is missing", key);
+        return lkg_fail(err, errlen, "metadata '%s' is missing", key);
     switch (kv->value.type) {
     case LKG_U8: case LKG_U16: case LKG_U32: case LKG_U64:
         *v = kv->value.v.u;
         return 0;
     case LKG_I8: case LKG_I16: case LKG_I32: case LKG_I64:
         if (kv->value.v.i < 0)
-            return fail(err, errlen, "metadata '%s' is negative", key);
+            return lkg_fail(err, errlen, "metadata '%s' is negative", key);
         *v = (uint64_t)kv->value.v.i;
         return 0;
     default:
-        return fail(err, errlen, "metadata '%s' is not an integer", key);
+        return lkg_fail(err, errlen, "metadata '%s' is not an integer", key);
     }
 }
 
@@ -526,7 +524,7 @@ int lkg_get_f32(const lkg_file *f, const char *key, float *v, char *err, size_t 
 {
     const lkg_kv *kv = lkg_find_kv(f, key);
     if (!kv)
-        return fail(err, errlen, "metadata '%s' is missing", key);
+        return lkg_fail(err, errlen, "metadata '%s' is missing", key);
     switch (kv->value.type) {
     case LKG_F32: case LKG_F64:
         *v = (float)kv->value.v.f;
@@ -538,7 +536,7 @@ int lkg_get_f32(const lkg_file *f, const char *key, float *v, char *err, size_t 
         *v = (float)kv->value.v.i;
         return 0;
     default:
-        return fail(err, errlen, "metadata '%s' is not a number", key);
+        return lkg_fail(err, errlen, "metadata '%s' is not a number", key);
     }
 }
 
@@ -547,9 +545,9 @@ int lkg_get_str(const lkg_file *f, const char *key, char *buf, size_t n, char *e
 {
     const lkg_kv *kv = lkg_find_kv(f, key);
     if (!kv)
-        return fail(err, errlen, "metadata '%s' is missing", key);
+        return lkg_fail(err, errlen, "metadata '%s' is missing", key);
     if (kv->value.type != LKG_STRING)
-        return fail(err, errlen, "metadata '%s' is not a string", key);
+        return lkg_fail(err, errlen, "metadata '%s' is not a string", key);
     if (n) {
         uint64_t len = kv->value.v.str.len < n - 1 ? kv->value.v.str.len : n - 1;
         memcpy(buf, kv->value.v.str.s, (size_t)len);
@@ -577,7 +575,7 @@ int lkg_tensor_shape(const lkg_tensor *t, int64_t *rows, int64_t *cols, char *er
     uint64_t r = 1;
     for (unsigned d = 1; d < LKG_MAX_DIMS; d++)
         if (!mul_ok(r, t->ne[d], &r) || r > (uint64_t)INT64_MAX)
-            return fail(err, errlen, "tensor shape overflows");
+            return lkg_fail(err, errlen, "tensor shape overflows");
     *rows = (int64_t)r;
     *cols = (int64_t)t->ne[0];
     return 0;
@@ -607,7 +605,7 @@ int lkg_tensor_to_f32(const lkg_tensor *t, float *dst, char *err, size_t errlen)
             dst[i] = lk_bf16_to_f32((uint16_t)le(p + 2 * i, 2));
         return 0;
     default:
-        return fail(err, errlen, "tensor '%.*s' is %s, not a float type",
+        return lkg_fail(err, errlen, "tensor '%.*s' is %s, not a float type",
                     (int)(t->name.len > 64 ? 64 : t->name.len), t->name.s,
                     lkg_type_name(t->type) ? lkg_type_name(t->type) : "?");
     }
@@ -678,18 +676,18 @@ int lkg_tensor_to_t2(const lkg_tensor *t, int i2s_block, lkg_ternary *out, char 
     int nl = (int)(t->name.len > 64 ? 64 : t->name.len);
     memset(out, 0, sizeof *out);
     if (t->type != LKG_T_TQ1_0 && t->type != LKG_T_TQ2_0 && t->type != LKG_T_I2_S)
-        return fail(err, errlen, "tensor '%.*s' is %s, not a ternary type", nl, t->name.s,
+        return lkg_fail(err, errlen, "tensor '%.*s' is %s, not a ternary type", nl, t->name.s,
                     lkg_type_name(t->type) ? lkg_type_name(t->type) : "?");
     if (lkg_tensor_shape(t, &rows, &cols, err, errlen))
         return -1;
     if (i2s_block == 0)
         i2s_block = 128;
     if (i2s_block != 128 && i2s_block != 64)
-        return fail(err, errlen, "I2_S block size %d (64 or 128 exist)", i2s_block);
+        return lkg_fail(err, errlen, "I2_S block size %d (64 or 128 exist)", i2s_block);
     int64_t ld = (cols + 3) / 4 * 4;
     uint64_t nbytes;
     if (!mul_ok((uint64_t)rows, (uint64_t)ld / 4, &nbytes) || nbytes > SIZE_MAX / 2)
-        return fail(err, errlen, "tensor '%.*s' is too large", nl, t->name.s);
+        return lkg_fail(err, errlen, "tensor '%.*s' is too large", nl, t->name.s);
     out->rows = rows;
     out->cols = cols;
     out->ld = ld;
@@ -698,7 +696,7 @@ int lkg_tensor_to_t2(const lkg_tensor *t, int i2s_block, lkg_ternary *out, char 
     out->scale = malloc((size_t)out->nscale * sizeof(float));
     if (!out->codes || !out->scale) {
         lkg_ternary_free(out);
-        return fail(err, errlen, "out of memory");
+        return lkg_fail(err, errlen, "out of memory");
     }
     memset(out->codes, 0x55, (size_t)nbytes); /* code 1 (value 0) everywhere */
 
@@ -707,7 +705,7 @@ int lkg_tensor_to_t2(const lkg_tensor *t, int i2s_block, lkg_ternary *out, char 
         uint64_t bb = (uint64_t)i2s_block / 4; /* bytes per block = group size */
         if (n % (uint64_t)i2s_block) {
             lkg_ternary_free(out);
-            return fail(err, errlen, "tensor '%.*s': I2_S with %llu weights is not a whole "
+            return lkg_fail(err, errlen, "tensor '%.*s': I2_S with %llu weights is not a whole "
                         "number of %d-weight blocks", nl, t->name.s, (unsigned long long)n,
                         i2s_block);
         }
@@ -749,7 +747,7 @@ int lkg_tensor_to_t2(const lkg_tensor *t, int i2s_block, lkg_ternary *out, char 
                 continue;
             if (have && db != d) {
                 lkg_ternary_free(out);
-                return fail(err, errlen, "tensor '%.*s' row %lld: blocks have different scales "
+                return lkg_fail(err, errlen, "tensor '%.*s' row %lld: blocks have different scales "
                             "(0x%04x, 0x%04x); Lockstep's ternary GEMM takes one scale per row",
                             nl, t->name.s, (long long)r, d, db);
             }

@@ -87,6 +87,10 @@ typedef struct lkg_file {
     uint64_t data_offset;
 } lkg_file;
 
+/* Write the message into err (errlen bytes) and return -1: how every
+ * function here (and the demo model's and tokenizer's) fails. */
+int lkg_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Parse a GGUF image of size bytes (copied).  *out is set only on success. */
 int lkg_parse(const void *data, size_t size, lkg_file **out, char *err, size_t errlen);
 int lkg_open(const char *path, lkg_file **out, char *err, size_t errlen);

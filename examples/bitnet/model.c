@@ -1,24 +1,11 @@
 /* BitNet example: the decoder (model.h). */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model.h"
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 bn_config bn_config_2b4t(int64_t n_layer)
 {
@@ -120,7 +107,7 @@ int bn_weights_generate(bn_weights *w, const bn_config *cfg, uint64_t seed, char
     return 0;
 oom:
     bn_weights_free(w);
-    return fail(err, errlen, "out of memory generating the weights");
+    return lkg_fail(err, errlen, "out of memory generating the weights");
 }
 
 void bn_weights_free(bn_weights *w)
@@ -171,7 +158,7 @@ static int float_ternary(const lkg_tensor *t, lkg_ternary *out, char *err, size_
     if (!v || lkg_tensor_to_f32(t, v, err, errlen) || tern_alloc(out, rows, cols, 1)) {
         free(v);
         lkg_ternary_free(out);
-        return v ? -1 : fail(err, errlen, "out of memory");
+        return v ? -1 : lkg_fail(err, errlen, "out of memory");
     }
     float s = 0;
     for (int64_t i = 0; i < rows * cols; i++)
@@ -187,7 +174,7 @@ static int float_ternary(const lkg_tensor *t, lkg_ternary *out, char *err, size_
             if (code == 3u) {
                 free(v);
                 lkg_ternary_free(out);
-                return fail(err, errlen, "tensor '%.*s' is %s but not ternary (%g and %g)",
+                return lkg_fail(err, errlen, "tensor '%.*s' is %s but not ternary (%g and %g)",
                             (int)(t->name.len > 64 ? 64 : t->name.len), t->name.s,
                             lkg_type_name(t->type), (double)s, (double)x);
             }
@@ -204,11 +191,11 @@ static int want_shape(const lkg_tensor *t, const char *name, int64_t rows, int64
 {
     int64_t r, c;
     if (!t)
-        return fail(err, errlen, "tensor '%s' is missing", name);
+        return lkg_fail(err, errlen, "tensor '%s' is missing", name);
     if (lkg_tensor_shape(t, &r, &c, err, errlen))
         return -1;
     if (r != rows || c != cols)
-        return fail(err, errlen, "tensor '%s' is %lld x %lld, the model needs %lld x %lld", name,
+        return lkg_fail(err, errlen, "tensor '%s' is %lld x %lld, the model needs %lld x %lld", name,
                     (long long)r, (long long)c, (long long)rows, (long long)cols);
     return 0;
 }
@@ -228,7 +215,7 @@ int bn_weights_from_gguf(bn_weights *w, const lkg_file *f, int i2s_block, int64_
         snprintf(key, sizeof key, "%s.%s", arch, suffix);                                \
         if (lkg_get_u64(f, key, &u, err, errlen) == 0) {                                 \
             if (u == 0 || u > ((uint64_t)1 << 31))                                       \
-                return fail(err, errlen, "metadata '%s' = %llu is absurd", key,          \
+                return lkg_fail(err, errlen, "metadata '%s' = %llu is absurd", key,          \
                             (unsigned long long)u);                                      \
             c.field = (int64_t)u;                                                        \
         } else if (required)                                                             \
@@ -253,7 +240,7 @@ int bn_weights_from_gguf(bn_weights *w, const lkg_file *f, int i2s_block, int64_
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
     lkg_get_f32(f, key, &c.eps, NULL, 0);
     if (c.dim % c.n_head || c.n_head % c.n_kv || (c.dim / c.n_head) % 2)
-        return fail(err, errlen, "dim %lld, %lld heads, %lld KV heads do not fit together",
+        return lkg_fail(err, errlen, "dim %lld, %lld heads, %lld KV heads do not fit together",
                     (long long)c.dim, (long long)c.n_head, (long long)c.n_kv);
     c.head_dim = c.dim / c.n_head;
     /* llama.cpp runs the llama and bitnet architectures in its "normal"
@@ -261,7 +248,7 @@ int bn_weights_from_gguf(bn_weights *w, const lkg_file *f, int i2s_block, int64_
     c.rope_flags = LK_ROPE_INTERLEAVED;
     const lkg_tensor *te = lkg_find_tensor(f, "token_embd.weight");
     if (!te)
-        return fail(err, errlen, "tensor 'token_embd.weight' is missing");
+        return lkg_fail(err, errlen, "tensor 'token_embd.weight' is missing");
     if (c.vocab == 0)
         c.vocab = (int64_t)te->ne[1];
     if (want_shape(te, "token_embd.weight", c.vocab, c.dim, err, errlen))
@@ -272,7 +259,7 @@ int bn_weights_from_gguf(bn_weights *w, const lkg_file *f, int i2s_block, int64_
     w->out_norm = malloc((size_t)c.dim * 4);
     if (!w->layers || !w->embd || !w->out_norm) {
         bn_weights_free(w);
-        return fail(err, errlen, "out of memory");
+        return lkg_fail(err, errlen, "out of memory");
     }
     if (lkg_tensor_to_bf16(te, w->embd, err, errlen))
         goto bad;
@@ -425,7 +412,7 @@ int bn_weights_to_gguf(const bn_weights *w, uint32_t ttype, uint8_t **data, size
     lkg_writer *wr = lkg_writer_new(32);
     int rc = 0;
     if (!wr)
-        return fail(err, errlen, "out of memory");
+        return lkg_fail(err, errlen, "out of memory");
     rc |= lkg_w_str(wr, "general.architecture", arch);
     rc |= lkg_w_str(wr, "general.name", "lockstep-demo");
 #define PUTU(suffix, v) (snprintf(key, sizeof key, "%s.%s", arch, suffix), lkg_w_u32(wr, key, (uint32_t)(v)))
@@ -479,7 +466,7 @@ int bn_weights_to_gguf(const bn_weights *w, uint32_t ttype, uint8_t **data, size
                                    128, buf)) {
                 free(buf), free(rs);
                 lkg_writer_free(wr);
-                return fail(err, errlen, "%s: cannot be stored as %s (shape %lld x %lld)", name,
+                return lkg_fail(err, errlen, "%s: cannot be stored as %s (shape %lld x %lld)", name,
                             lkg_type_name(ttype), (long long)t->rows, (long long)t->cols);
             }
             ne[0] = (uint64_t)t->cols;
@@ -490,7 +477,7 @@ int bn_weights_to_gguf(const bn_weights *w, uint32_t ttype, uint8_t **data, size
     }
     if (rc || lkg_writer_finish(wr, data, size)) {
         lkg_writer_free(wr);
-        return fail(err, errlen, "out of memory writing the GGUF file");
+        return lkg_fail(err, errlen, "out of memory writing the GGUF file");
     }
     lkg_writer_free(wr);
     return 0;
@@ -662,7 +649,7 @@ int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t ma
     lk_device_props props;
     bn_model *m = calloc(1, sizeof *m);
     if (!m)
-        return fail(err, errlen, "out of memory");
+        return lkg_fail(err, errlen, "out of memory");
     m->dev = dev;
     m->c = w->cfg;
     m->max_b = max_batch;
@@ -670,7 +657,7 @@ int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t ma
     m->flags = flags;
     lk_queue_opts opts = {threads, NULL};
     if (lk_device_props_get(dev, &props) != LK_OK || lk_queue_create(dev, &opts, &m->q) != LK_OK) {
-        fail(err, errlen, "%s", lk_last_error());
+        lkg_fail(err, errlen, "%s", lk_last_error());
         bn_model_destroy(m);
         return -1;
     }
@@ -739,7 +726,7 @@ int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t ma
     if (!ok || lk_queue_sync(m->q) != LK_OK) {
         char msg[320];
         snprintf(msg, sizeof msg, "%s", lk_last_error()[0] ? lk_last_error() : "out of memory");
-        fail(err, errlen, "%s: cannot hold the model (%s)", lk_device_name(dev), msg);
+        lkg_fail(err, errlen, "%s: cannot hold the model (%s)", lk_device_name(dev), msg);
         bn_model_destroy(m);
         return -1;
     }
@@ -754,7 +741,7 @@ int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t ma
         if (st_ != LK_OK) {                                                             \
             char msg_[320];                                                             \
             snprintf(msg_, sizeof msg_, "%s", lk_last_error());                         \
-            return fail(err, errlen, "%s: %s: %s: %s", lk_device_name(m->dev), #call,   \
+            return lkg_fail(err, errlen, "%s: %s: %s: %s", lk_device_name(m->dev), #call,   \
                         lk_status_string(st_), msg_);                                   \
         }                                                                               \
     } while (0)
@@ -931,7 +918,7 @@ static int capture_step(bn_model *m, int64_t B, char *err, size_t errlen)
         return -1;
     }
     if (st != LK_OK)
-        return fail(err, errlen, "%s: lk_queue_capture_end: %s", lk_device_name(m->dev),
+        return lkg_fail(err, errlen, "%s: lk_queue_capture_end: %s", lk_device_name(m->dev),
                     lk_last_error());
     m->step[B - 1] = g;
     return 0;
@@ -952,12 +939,12 @@ int bn_model_forward(bn_model *m, int64_t B, int64_t T, int64_t pos0, const int3
     const bn_config *c = &m->c;
     const int64_t M = B * T;
     if (B < 1 || T < 1 || B > m->max_b || T > m->max_t || pos0 < 0 || pos0 + T > c->max_ctx)
-        return fail(err, errlen, "batch %lld x %lld tokens at %lld does not fit the model "
+        return lkg_fail(err, errlen, "batch %lld x %lld tokens at %lld does not fit the model "
                     "(%lld x %lld, context %lld)", (long long)B, (long long)T, (long long)pos0,
                     (long long)m->max_b, (long long)m->max_t, (long long)c->max_ctx);
     for (int64_t r = 0; r < M; r++) {
         if (ids[r] < 0 || ids[r] >= c->vocab)
-            return fail(err, errlen, "token id %d is outside the vocabulary (%lld)", ids[r],
+            return lkg_fail(err, errlen, "token id %d is outside the vocabulary (%lld)", ids[r],
                         (long long)c->vocab);
         m->h_ids[r] = ids[r];
         m->h_pos[r] = (int32_t)(pos0 + r % T);
@@ -971,7 +958,7 @@ int bn_model_forward(bn_model *m, int64_t B, int64_t T, int64_t pos0, const int3
     if (T == 1 && (m->flags & BN_GRAPH)) {
         /* Decode: one graph per batch size, launched once per step. */
         if (!m->step && !(m->step = calloc((size_t)m->max_b, sizeof *m->step)))
-            return fail(err, errlen, "out of memory");
+            return lkg_fail(err, errlen, "out of memory");
         if (!m->step[B - 1] && capture_step(m, B, err, errlen))
             return -1;
         m->last_b = B;

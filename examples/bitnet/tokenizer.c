@@ -1,5 +1,4 @@
 /* BitNet example: byte-level BPE encoder (tokenizer.h). */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,16 +27,6 @@ struct bn_tokenizer {
     int64_t bos;        /* -1 when the file names none */
 };
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static uint64_t rd_le(const uint8_t *p, int n)
 {
@@ -112,11 +101,11 @@ static const lkg_value *str_array(const lkg_file *f, const char *key, int need, 
     *bad = 0;
     if (!kv) {
         if (need)
-            *bad = fail(err, errlen, "the file has no %s", key);
+            *bad = lkg_fail(err, errlen, "the file has no %s", key);
         return NULL;
     }
     if (kv->value.type != LKG_ARRAY || kv->value.v.arr.type != LKG_STRING) {
-        *bad = fail(err, errlen, "%s is not an array of strings", key);
+        *bad = lkg_fail(err, errlen, "%s is not an array of strings", key);
         return NULL;
     }
     return &kv->value;
@@ -154,9 +143,9 @@ int bn_tok_load(const lkg_file *f, bn_tokenizer **out, char *err, size_t errlen)
     char model[64] = "", pre[64] = "";
     int bad;
     if (lkg_get_str(f, "tokenizer.ggml.model", model, sizeof model, NULL, 0))
-        return fail(err, errlen, "the file has no tokenizer (tokenizer.ggml.model)");
+        return lkg_fail(err, errlen, "the file has no tokenizer (tokenizer.ggml.model)");
     if (strcmp(model, "gpt2"))
-        return fail(err, errlen,
+        return lkg_fail(err, errlen,
                     "tokenizer.ggml.model \"%s\" is not supported: only byte-level BPE "
                     "(\"gpt2\") can encode a prompt; give token ids with --tokens",
                     model);
@@ -168,13 +157,13 @@ int bn_tok_load(const lkg_file *f, bn_tokenizer **out, char *err, size_t errlen)
         return -1;
     uint64_t n = toks->v.arr.count, nm = merges->v.arr.count;
     if (n == 0 || n > INT32_MAX)
-        return fail(err, errlen, "tokenizer.ggml.tokens has %llu entries", (unsigned long long)n);
+        return lkg_fail(err, errlen, "tokenizer.ggml.tokens has %llu entries", (unsigned long long)n);
     if (nm > INT32_MAX)
-        return fail(err, errlen, "tokenizer.ggml.merges has %llu entries", (unsigned long long)nm);
+        return lkg_fail(err, errlen, "tokenizer.ggml.merges has %llu entries", (unsigned long long)nm);
 
     bn_tokenizer *t = calloc(1, sizeof *t);
     if (!t)
-        return fail(err, errlen, "out of memory");
+        return lkg_fail(err, errlen, "out of memory");
     t->n = (int64_t)n;
     t->strmask = pow2_above(n) - 1;
     t->mmask = pow2_above(nm) - 1;
@@ -189,7 +178,7 @@ int bn_tok_load(const lkg_file *f, bn_tokenizer **out, char *err, size_t errlen)
     t->mres = malloc((t->mmask + 1) * sizeof *t->mres);
     if (!t->text || !t->off || !t->control || !t->strmap || !t->mkey || !t->mrank || !t->mres) {
         bn_tok_free(t);
-        return fail(err, errlen, "out of memory");
+        return lkg_fail(err, errlen, "out of memory");
     }
     memset(t->strmap, 0xff, (t->strmask + 1) * sizeof *t->strmap);
     memset(t->mkey, 0xff, (t->mmask + 1) * sizeof *t->mkey);
@@ -223,7 +212,7 @@ int bn_tok_load(const lkg_file *f, bn_tokenizer **out, char *err, size_t errlen)
         if (v->type != LKG_ARRAY || (v->v.arr.type != LKG_I32 && v->v.arr.type != LKG_U32) ||
             v->v.arr.count != n) {
             bn_tok_free(t);
-            return fail(err, errlen, "tokenizer.ggml.token_type is not an array of %llu int32",
+            return lkg_fail(err, errlen, "tokenizer.ggml.token_type is not an array of %llu int32",
                         (unsigned long long)n);
         }
         for (uint64_t i = 0; i < n; i++)
@@ -241,14 +230,14 @@ int bn_tok_load(const lkg_file *f, bn_tokenizer **out, char *err, size_t errlen)
         const char *sp = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
         if (!sp) {
             bn_tok_free(t);
-            return fail(err, errlen, "tokenizer.ggml.merges[%llu] \"%.*s\" is not \"left right\"",
+            return lkg_fail(err, errlen, "tokenizer.ggml.merges[%llu] \"%.*s\" is not \"left right\"",
                         (unsigned long long)i, (int)(len > 64 ? 64 : len), s);
         }
         size_t ll = (size_t)(sp - s), rl = (size_t)(len - ll - 1);
         int64_t l = find_tok(t, s, ll), r = find_tok(t, sp + 1, rl);
         if (l < 0 || r < 0) {
             bn_tok_free(t);
-            return fail(err, errlen, "tokenizer.ggml.merges[%llu] \"%.*s\" names an unknown token",
+            return lkg_fail(err, errlen, "tokenizer.ggml.merges[%llu] \"%.*s\" names an unknown token",
                         (unsigned long long)i, (int)(len > 64 ? 64 : len), s);
         }
         uint64_t h = find_merge(t, (int32_t)l, (int32_t)r);
@@ -259,7 +248,7 @@ int bn_tok_load(const lkg_file *f, bn_tokenizer **out, char *err, size_t errlen)
         char small[256], *m = ll + rl <= sizeof small ? small : malloc(ll + rl);
         if (!m) {
             bn_tok_free(t);
-            return fail(err, errlen, "out of memory");
+            return lkg_fail(err, errlen, "out of memory");
         }
         memcpy(m, s, ll);
         memcpy(m + ll, sp + 1, rl);
@@ -290,7 +279,7 @@ int bn_tok_load(const lkg_file *f, bn_tokenizer **out, char *err, size_t errlen)
     if (ab) {
         if (ab->value.type != LKG_BOOL) {
             bn_tok_free(t);
-            return fail(err, errlen, "tokenizer.ggml.add_bos_token is not a bool");
+            return lkg_fail(err, errlen, "tokenizer.ggml.add_bos_token is not a bool");
         }
         t->add_bos = ab->value.v.u != 0;
     }
@@ -299,7 +288,7 @@ int bn_tok_load(const lkg_file *f, bn_tokenizer **out, char *err, size_t errlen)
     if (lkg_find_kv(f, "tokenizer.ggml.bos_token_id")) {
         if (lkg_get_u64(f, "tokenizer.ggml.bos_token_id", &bos, NULL, 0) || bos >= n) {
             bn_tok_free(t);
-            return fail(err, errlen, "tokenizer.ggml.bos_token_id is not a token id");
+            return lkg_fail(err, errlen, "tokenizer.ggml.bos_token_id is not a token id");
         }
         t->bos = (int64_t)bos;
     }
@@ -640,7 +629,7 @@ static int bpe_piece(const bn_tokenizer *t, work *w, const uint8_t *b, size_t le
         if (h)
             w->heap = h;
         if (!s || !h)
-            return fail(err, errlen, "out of memory");
+            return lkg_fail(err, errlen, "out of memory");
         w->cap = cap;
     }
     w->nheap = 0;
@@ -672,16 +661,16 @@ static int bpe_piece(const bn_tokenizer *t, work *w, const uint8_t *b, size_t le
         const sym *s = &w->s[i];
         if (s->id >= 0 && !t->control[s->id]) {
             if (emit(w, s->id))
-                return fail(err, errlen, "out of memory");
+                return lkg_fail(err, errlen, "out of memory");
             continue;
         }
         /* no token for the merged text: its bytes, as llama.cpp does */
         for (uint32_t k = s->off; k < s->off + s->len; k++) {
             int32_t id = t->byte_tok[b[k]];
             if (id < 0 || t->control[id])
-                return fail(err, errlen, "the vocabulary has no token for byte 0x%02x", b[k]);
+                return lkg_fail(err, errlen, "the vocabulary has no token for byte 0x%02x", b[k]);
             if (emit(w, id))
-                return fail(err, errlen, "out of memory");
+                return lkg_fail(err, errlen, "out of memory");
         }
     }
     return 0;
@@ -696,18 +685,18 @@ int bn_tok_encode(const bn_tokenizer *t, const char *text, size_t len, int bos, 
     size_t *at = malloc((len + 1) * sizeof *at);
     int rc = -1;
     if (!c || !at) {
-        fail(err, errlen, "out of memory");
+        lkg_fail(err, errlen, "out of memory");
         goto out;
     }
     if (bos < 0)
         bos = t->add_bos;
     if (bos) {
         if (t->bos < 0) {
-            fail(err, errlen, "the file names no BOS token (tokenizer.ggml.bos_token_id)");
+            lkg_fail(err, errlen, "the file names no BOS token (tokenizer.ggml.bos_token_id)");
             goto out;
         }
         if (emit(&w, (int32_t)t->bos)) {
-            fail(err, errlen, "out of memory");
+            lkg_fail(err, errlen, "out of memory");
             goto out;
         }
     }
