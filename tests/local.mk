@@ -124,6 +124,12 @@ check_PROGRAMS += tests/test_softmax
 TESTS += tests/test_softmax
 tests_test_softmax_LDADD = liblockstep.la
 
+# Outputs of 32 MiB and more (the CPU kernels' non-temporal stores):
+# norms and softmax against the reference, bit for bit.
+check_PROGRAMS += tests/test_stream
+TESTS += tests/test_stream
+tests_test_stream_LDADD = liblockstep.la
+
 # Graph capture and replay on every device (a CUDA graph on GPUs, the
 # core's recording elsewhere), bit for bit against the eager calls.
 check_PROGRAMS += tests/test_graph

@@ -6,6 +6,7 @@
 #include "backends/cpu/kernels/elem.h"
 #include "backends/cpu/kernels/lanes.h"
 #include "backends/cpu/kernels/quant_row.h"
+#include "backends/cpu/kernels/stream.h"
 #include "backends/cpu/threads.h"
 
 typedef struct norm_job {
@@ -18,10 +19,11 @@ typedef struct norm_job {
 /* y = ((x - m) * r) (* w) (+ b), for i in [0, n); rms: m unused.  The
  * row is in cache by now, so this pass also asks q for (its share of) the
  * next row, one step per vector: the memory keeps streaming while the row
- * is finished. */
+ * is finished.  nt: whole vectors of an f32 y go out non-temporally
+ * (stream.h). */
 LK_INLINE void norm_apply(const int layer, const int hw, const int hb, const float *x,
                           const float *w, const float *b, float m, float r, void *y,
-                          lk_dtype dt, int64_t yi, int64_t n, lane_pf *q)
+                          lk_dtype dt, int64_t yi, int64_t n, lane_pf *q, int nt)
 {
     const vf vm_ = vf_set1(m), vr = vf_set1(r);
     int64_t i = 0;
@@ -36,7 +38,9 @@ LK_INLINE void norm_apply(const int layer, const int hw, const int hb, const flo
             v = vf_mul(v, part == VW ? vf_load(w + i) : vf_load_part(w + i, part, vf_zero()));
         if (hb)
             v = vf_add(v, part == VW ? vf_load(b + i) : vf_load_part(b + i, part, vf_zero()));
-        if (part == VW)
+        if (part == VW && nt)
+            vf_stream((float *)y + yi + i, vf_canon(v));
+        else if (part == VW)
             st_dt(y, dt, yi + i, v);
         else
             st_dt_part(y, dt, yi + i, part, v);
@@ -49,6 +53,7 @@ static void norm_rows(void *p, int64_t r0, int64_t r1, int tid)
     const lk_norm_args *a = j->a;
     const int64_t n = a->x.cols;
     const int64_t es = dt_size(a->x.dtype), nv = (n + VW - 1) / VW;
+    const int stream = lk_stream_output(a->y.dtype, a->x.rows, a->y.ld);
     for (int64_t r = r0; r < r1; r++) {
         const float *x = row_f32(&a->x, r, j->buf + tid * n);
         const char *pf = r + 1 < r1 ? (const char *)a->x.data + (r + 1) * a->x.ld * es : NULL;
@@ -69,22 +74,25 @@ static void norm_rows(void *p, int64_t r0, int64_t r1, int tid)
         }
         const float rs = 1.0f / sqrtf(ss / (float)n + a->eps);
         const int64_t yi = r * a->y.ld;
+        const int nt = lk_stream_row(stream, (const float *)a->y.data + yi);
         /* the weight/bias combinations as separate loops: no test per element */
         if (j->layer) {
             if (j->w && j->b)
-                norm_apply(1, 1, 1, x, j->w, j->b, m, rs, a->y.data, a->y.dtype, yi, n, &q);
+                norm_apply(1, 1, 1, x, j->w, j->b, m, rs, a->y.data, a->y.dtype, yi, n, &q, nt);
             else if (j->w)
-                norm_apply(1, 1, 0, x, j->w, NULL, m, rs, a->y.data, a->y.dtype, yi, n, &q);
+                norm_apply(1, 1, 0, x, j->w, NULL, m, rs, a->y.data, a->y.dtype, yi, n, &q, nt);
             else if (j->b)
-                norm_apply(1, 0, 1, x, NULL, j->b, m, rs, a->y.data, a->y.dtype, yi, n, &q);
+                norm_apply(1, 0, 1, x, NULL, j->b, m, rs, a->y.data, a->y.dtype, yi, n, &q, nt);
             else
-                norm_apply(1, 0, 0, x, NULL, NULL, m, rs, a->y.data, a->y.dtype, yi, n, &q);
+                norm_apply(1, 0, 0, x, NULL, NULL, m, rs, a->y.data, a->y.dtype, yi, n, &q, nt);
         } else if (j->w) {
-            norm_apply(0, 1, 0, x, j->w, NULL, m, rs, a->y.data, a->y.dtype, yi, n, &q);
+            norm_apply(0, 1, 0, x, j->w, NULL, m, rs, a->y.data, a->y.dtype, yi, n, &q, nt);
         } else {
-            norm_apply(0, 0, 0, x, NULL, NULL, m, rs, a->y.data, a->y.dtype, yi, n, &q);
+            norm_apply(0, 0, 0, x, NULL, NULL, m, rs, a->y.data, a->y.dtype, yi, n, &q, nt);
         }
     }
+    if (stream)
+        vf_stream_end();
 }
 
 static lk_status norm(lk_cpu_queue *q, const lk_norm_args *a, int layer, const char *who)
@@ -147,9 +155,9 @@ static void nq_rows(void *p, int64_t r0, int64_t r1, int tid)
         const char *pf = r + 1 < r1 ? (const char *)a->x.data + (r + 1) * a->x.ld * es : NULL;
         lane_pf q = lane_pf_make(pf, n * es, (n + VW - 1) / VW);
         if (j->w)
-            norm_apply(0, 1, 0, x, j->w, NULL, 0.0f, rs, y, LK_F32, 0, n, &q);
+            norm_apply(0, 1, 0, x, j->w, NULL, 0.0f, rs, y, LK_F32, 0, n, &q, 0);
         else
-            norm_apply(0, 0, 0, x, NULL, NULL, 0.0f, rs, y, LK_F32, 0, n, &q);
+            norm_apply(0, 0, 0, x, NULL, NULL, 0.0f, rs, y, LK_F32, 0, n, &q, 0);
         quantize_act_row(y, n, (int8_t *)a->q.data + r * a->q.ld, &a->scale, r * a->scale.ld);
     }
 }

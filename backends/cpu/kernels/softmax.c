@@ -18,6 +18,7 @@
  * below). */
 #include "backends/cpu/kernels/elem.h"
 #include "backends/cpu/kernels/lanes.h"
+#include "backends/cpu/kernels/stream.h"
 #include "backends/cpu/kernels/transcendental.h"
 #include "backends/cpu/threads.h"
 
@@ -39,26 +40,6 @@ LK_INLINE vf sm_e(const int fast, vf x, vf mx)
     return fast ? sm_exp(t) : v_expf(t);
 }
 
-/* Outputs at least this large go to memory with non-temporal stores: they
- * outgrow the last-level cache (32 MiB on the Zen 4 build machine) and are
- * not read back soon, so the read for ownership of a normal store is
- * memory traffic for nothing (a third of softmax's on a 4096^2 row set). */
-#define SM_STREAM_BYTES ((int64_t)32 << 20)
-
-#if !defined(LK_SIMDE) && defined(__AVX512F__)
-#define SM_STREAM_ALIGN 64
-LK_INLINE void sm_stream(float *p, vf v) { _mm512_stream_ps(p, v); }
-LK_INLINE void sm_stream_end(void) { _mm_sfence(); }
-#elif !defined(LK_SIMDE) && defined(__AVX__)
-#define SM_STREAM_ALIGN 32
-LK_INLINE void sm_stream(float *p, vf v) { _mm256_stream_ps(p, v); }
-LK_INLINE void sm_stream_end(void) { _mm_sfence(); }
-#else
-#define SM_STREAM_ALIGN 0 /* none: plain stores */
-LK_INLINE void sm_stream(float *p, vf v) { vf_store(p, v); }
-LK_INLINE void sm_stream_end(void) {}
-#endif
-
 /* The pending pass 3 of the previous row run inside pass 2 of this one:
  * y[i] = e[i] * r, f32, none NaN; y == NULL when there is none; nt: whole
  * vectors stored non-temporally (y aligned for it). */
@@ -72,7 +53,7 @@ typedef struct sm_pend {
 LK_INLINE void sm_pend_do(const sm_pend *p, int64_t i, int w)
 {
     if (w == VW && p->nt)
-        sm_stream(p->y + i, vf_mul(vf_load(p->e + i), p->r));
+        vf_stream(p->y + i, vf_mul(vf_load(p->e + i), p->r));
     else if (w == VW)
         vf_store(p->y + i, vf_mul(vf_load(p->e + i), p->r));
     else
@@ -172,8 +153,7 @@ static void sm_rows(void *p, int64_t r0, int64_t r1, int tid)
     float *ec = j->buf + (int64_t)tid * j->per, *ep = ec + ns, *part = ep + ns;
     float *xb = part + (n + LK_CHUNK - 1) / LK_CHUNK;
     sm_pend pd = {NULL, NULL, vf_zero(), 0};
-    const int stream = SM_STREAM_ALIGN > 0 && a->y.dtype == LK_F32 &&
-                       a->x.rows * a->y.ld * (int64_t)sizeof(float) >= SM_STREAM_BYTES;
+    const int stream = lk_stream_output(a->y.dtype, a->x.rows, a->y.ld);
     for (int64_t r = r0; r < r1; r++) {
         const float *x = row_f32(&a->x, r, xb);
         const float mx = row_extreme(1, x, n);
@@ -202,7 +182,7 @@ static void sm_rows(void *p, int64_t r0, int64_t r1, int tid)
             pd.y = (float *)a->y.data + r * a->y.ld;
             pd.e = ec;
             pd.r = vf_set1(rs);
-            pd.nt = stream && (uintptr_t)pd.y % (SM_STREAM_ALIGN > 0 ? SM_STREAM_ALIGN : 1) == 0;
+            pd.nt = lk_stream_row(stream, pd.y);
             float *t = ec;
             ec = ep;
             ep = t;
@@ -212,7 +192,7 @@ static void sm_rows(void *p, int64_t r0, int64_t r1, int tid)
     }
     /* the streamed lines reach memory before the team's end publishes y */
     if (stream)
-        sm_stream_end();
+        vf_stream_end();
 }
 
 static lk_status softmax(lk_cpu_queue *q, const lk_softmax_args *a, int log, const char *who)
