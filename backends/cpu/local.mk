@@ -12,7 +12,7 @@ noinst_HEADERS += \
 	backends/cpu/avx2/vec.h backends/cpu/avx_vnni/vec.h backends/cpu/avx512/vec.h \
 	backends/cpu/neon/vec.h backends/cpu/neon/m256.h backends/cpu/neon/simde_compat.h \
 	backends/cpu/neon_dotprod/vec.h \
-	backends/cpu/kernels/elem.h backends/cpu/kernels/lanes.h \
+	backends/cpu/kernels/elem.h backends/cpu/kernels/lanes.h backends/cpu/kernels/stream.h \
 	backends/cpu/kernels/qgemm.h backends/cpu/kernels/t2.h \
 	backends/cpu/kernels/transcendental.h \
 	backends/cpu/kernels/prepared.h backends/cpu/kernels/quant_row.h
