@@ -69,28 +69,35 @@ LK_INLINE void unary_rows_op(const lk_unary_op op, const lk_unary_args *p, int64
     }
 }
 
-#define UN_CASE(op)                          \
+/* fn(op, p, r0, r1) with op a constant in each case, so that unary_v is
+ * specialised per op (SIMDe's generic builds: one call with op as is). */
+#define UN_CASE(fn, op)                      \
     case op:                                 \
-        unary_rows_op(op, p, r0, r1);        \
+        fn(op, p, r0, r1);                   \
         break;
+#define UN_DISPATCH(fn, opv)                                                              \
+    do {                                                                                  \
+        if (LK_SIMDE_GENERIC) {                                                           \
+            fn(opv, p, r0, r1);                                                           \
+            break;                                                                        \
+        }                                                                                 \
+        switch (opv) {                                                                    \
+            UN_CASE(fn, LK_UNARY_RELU) UN_CASE(fn, LK_UNARY_RELU2)                        \
+            UN_CASE(fn, LK_UNARY_SIGMOID) UN_CASE(fn, LK_UNARY_SILU)                      \
+            UN_CASE(fn, LK_UNARY_GELU_TANH) UN_CASE(fn, LK_UNARY_GELU_ERF)                \
+            UN_CASE(fn, LK_UNARY_EXP) UN_CASE(fn, LK_UNARY_LOG) UN_CASE(fn, LK_UNARY_TANH) \
+            UN_CASE(fn, LK_UNARY_ERF)                                                     \
+        default:                                                                          \
+            fn(LK_UNARY_COPY, p, r0, r1);                                                 \
+            break;                                                                        \
+        }                                                                                 \
+    } while (0)
 
 static void unary_rows(void *v, int64_t r0, int64_t r1, int tid)
 {
     const lk_unary_args *p = (const lk_unary_args *)v;
     (void)tid;
-    if (LK_SIMDE_GENERIC) {
-        unary_rows_op(p->op, p, r0, r1);
-        return;
-    }
-    switch (p->op) {
-        UN_CASE(LK_UNARY_RELU) UN_CASE(LK_UNARY_RELU2) UN_CASE(LK_UNARY_SIGMOID)
-        UN_CASE(LK_UNARY_SILU) UN_CASE(LK_UNARY_GELU_TANH) UN_CASE(LK_UNARY_GELU_ERF)
-        UN_CASE(LK_UNARY_EXP) UN_CASE(LK_UNARY_LOG) UN_CASE(LK_UNARY_TANH)
-        UN_CASE(LK_UNARY_ERF)
-    default:
-        unary_rows_op(LK_UNARY_COPY, p, r0, r1);
-        break;
-    }
+    UN_DISPATCH(unary_rows_op, p->op);
 }
 
 LK_CPU_DEFINE(unary, lk_unary_args)
@@ -137,28 +144,11 @@ LK_INLINE void glu_rows_op(const lk_unary_op op, const lk_glu_args *p, int64_t r
     }
 }
 
-#define GLU_CASE(op)                         \
-    case op:                                 \
-        glu_rows_op(op, p, r0, r1);          \
-        break;
-
 static void glu_rows(void *v, int64_t r0, int64_t r1, int tid)
 {
     const lk_glu_args *p = (const lk_glu_args *)v;
     (void)tid;
-    if (LK_SIMDE_GENERIC) {
-        glu_rows_op(p->op, p, r0, r1);
-        return;
-    }
-    switch (p->op) {
-        GLU_CASE(LK_UNARY_RELU) GLU_CASE(LK_UNARY_RELU2) GLU_CASE(LK_UNARY_SIGMOID)
-        GLU_CASE(LK_UNARY_SILU) GLU_CASE(LK_UNARY_GELU_TANH) GLU_CASE(LK_UNARY_GELU_ERF)
-        GLU_CASE(LK_UNARY_EXP) GLU_CASE(LK_UNARY_LOG) GLU_CASE(LK_UNARY_TANH)
-        GLU_CASE(LK_UNARY_ERF)
-    default:
-        glu_rows_op(LK_UNARY_COPY, p, r0, r1);
-        break;
-    }
+    UN_DISPATCH(glu_rows_op, p->op);
 }
 
 LK_CPU_DEFINE(glu, lk_glu_args)
