@@ -9,6 +9,8 @@
 # devices; append further module directories (a CUDA module) to
 # tests_driver_path.
 LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-driver.sh
+TEST_EXTENSIONS = .sh
+SH_LOG_DRIVER = $(LOG_DRIVER)
 tests_driver_path = $(abs_top_builddir)/tests/drivers/.libs$(lk_cuda_driver_path)
 AM_TESTS_ENVIRONMENT = \
 	LOCKSTEP_DRIVER_PATH='$(tests_driver_path)'; export LOCKSTEP_DRIVER_PATH;

@@ -11,6 +11,15 @@ set -u
 LC_ALL=C
 export LC_ALL
 lockstep=${LOCKSTEP:-./tools/lockstep}
+# lk ARGS...: run lockstep, through LOCKSTEP_RUN when make sets it (a
+# cross build's tests run the target's programs under qemu-user)
+lk() {
+    if [ -n "${LOCKSTEP_RUN:-}" ]; then
+        eval "$LOCKSTEP_RUN \"\$lockstep\" \"\$@\""
+    else
+        "$lockstep" "$@"
+    fi
+}
 
 echo "1..12"
 if [ ! -x "$lockstep" ]; then
@@ -47,10 +56,10 @@ line() { sed -n "/^$2/{p;q;}" "$1"; }
 # and add_bos_token puts BOS first.
 want="prompt: 3 tokens: 998 306 307"
 
-"$lockstep" demo --tiny --write-gguf "$tmp/tiny.gguf" >"$tmp/w.out" 2>&1
+lk demo --tiny --write-gguf "$tmp/tiny.gguf" >"$tmp/w.out" 2>&1
 ok $? "lockstep demo --tiny --write-gguf writes a model file"
 
-"$lockstep" demo --model "$tmp/tiny.gguf" --prompt "the then" --all >"$tmp/p.out" 2>&1
+lk demo --model "$tmp/tiny.gguf" --prompt "the then" --all >"$tmp/p.out" 2>&1
 rc=$?
 ok $rc "--prompt \"the then\" runs (exit status $rc)"
 got=$(line "$tmp/p.out" "prompt:")
@@ -64,7 +73,7 @@ has "$tmp/p.out" 'text (sequence 0): "<|begin_of_text|>the then" ->'
 ok $? "the prompt's tokens print back as its text"
 
 # The same ids given by hand: the same bits.
-"$lockstep" demo --model "$tmp/tiny.gguf" --tokens 998,306,307 --all >"$tmp/t.out" 2>&1
+lk demo --model "$tmp/tiny.gguf" --tokens 998,306,307 --all >"$tmp/t.out" 2>&1
 rc=$?
 sed -n '/^digest of every step/,/^$/p' "$tmp/p.out" >"$tmp/p.dig"
 sed -n '/^digest of every step/,/^$/p' "$tmp/t.out" >"$tmp/t.dig"
@@ -72,12 +81,12 @@ sed -n '/^digest of every step/,/^$/p' "$tmp/t.out" >"$tmp/t.dig"
 ok $? "--tokens 998,306,307 gives the digests of --prompt"
 
 # Usage errors: exit status 2 and a message that names the problem.
-"$lockstep" demo --prompt "the then" >"$tmp/e1.out" 2>&1
+lk demo --prompt "the then" >"$tmp/e1.out" 2>&1
 rc=$?
 [ $rc -eq 2 ] && has "$tmp/e1.out" "--prompt needs --model"
 ok $? "--prompt without --model: exit status $rc, $(head -n 1 "$tmp/e1.out")"
 
-"$lockstep" demo --model "$tmp/tiny.gguf" --prompt "the then" --tokens 1,2 >"$tmp/e2.out" 2>&1
+lk demo --model "$tmp/tiny.gguf" --prompt "the then" --tokens 1,2 >"$tmp/e2.out" 2>&1
 rc=$?
 [ $rc -eq 2 ] && has "$tmp/e2.out" "exclude each other"
 ok $? "--prompt with --tokens: exit status $rc, $(head -n 1 "$tmp/e2.out")"
@@ -88,9 +97,9 @@ sed 's/tokenizer\.ggml\.merges/tokenizer.ggml.mergeX/' "$tmp/tiny.gguf" >"$tmp/n
 ! cmp -s "$tmp/tiny.gguf" "$tmp/nomerges.gguf" &&
     [ "$(wc -c <"$tmp/tiny.gguf")" -eq "$(wc -c <"$tmp/nomerges.gguf")" ]
 ok $? "a copy of the file without tokenizer.ggml.merges"
-"$lockstep" demo --model "$tmp/nomerges.gguf" --prompt "the then" >"$tmp/e3.out" 2>&1
+lk demo --model "$tmp/nomerges.gguf" --prompt "the then" >"$tmp/e3.out" 2>&1
 rc=$?
 [ $rc -eq 2 ] && has "$tmp/e3.out" "no tokenizer.ggml.merges"
 ok $? "--prompt on a file without merges: exit status $rc, $(head -n 1 "$tmp/e3.out")"
-"$lockstep" demo --model "$tmp/nomerges.gguf" --tokens 998,306,307 >/dev/null 2>&1
+lk demo --model "$tmp/nomerges.gguf" --tokens 998,306,307 >/dev/null 2>&1
 ok $? "--tokens still runs that file"

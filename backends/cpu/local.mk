@@ -130,9 +130,15 @@ endif
 # QEMU_LD_PREFIX) then honours.
 EXTRA_DIST += scripts/test-arm.sh scripts/arm-insns.sh scripts/arm-insns/insn_count.c \
 	scripts/arm-insns/opcount.c
+# Shell tests (tests/*.sh) run in the host's shell and start the programs
+# they test through LOCKSTEP_RUN (empty natively).
 if LK_QEMU
-LOG_COMPILER = $(LIBTOOL) --mode=execute env QEMU_CPU='$(LK_QEMU_CPU)' \
+lk_qemu_run = $(LIBTOOL) --mode=execute env QEMU_CPU='$(LK_QEMU_CPU)' \
 	QEMU_LD_PREFIX='$(LK_QEMU_LD_PREFIX)' $(QEMU_AARCH64)
+LOG_COMPILER = $(lk_qemu_run)
+SH_LOG_COMPILER = env LOCKSTEP_RUN="$(lk_qemu_run)" $(SHELL)
+else
+SH_LOG_COMPILER = $(SHELL)
 endif
 
 # The driver's own paths (large shapes, thread counts, environment), on
