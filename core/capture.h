@@ -40,7 +40,8 @@
     X(ternary_linear, lk_linear_args)                                                   \
     X(rmsnorm_quantize, lk_norm_quant_args)                                             \
     X(set_rows, lk_set_rows_args)                                                       \
-    X(glu, lk_glu_args)
+    X(glu, lk_glu_args)                                                                 \
+    X(rmsnorm_ternary_linear, lk_norm_linear_args)
 
 #define LK_KSLOT_ENUM_(slot, type) LK_KSLOT_##slot,
 typedef enum lk_kslot {

@@ -291,3 +291,110 @@ LK_API lk_status lk_ternary_linear(lk_queue *q, const lk_tensor *xq, const lk_te
     g.flags = flags;
     LK_V_RUN(&v, LK_OP_TERNARY_GEMM, ternary_gemm, g, g.m == 0 || g.n == 0);
 }
+
+/* One step of lk_rmsnorm_ternary_linear's composition: what LK_V_RUN does
+ * after its supports() question (asked for every step before the first
+ * one runs). */
+static lk_status lk_nl_step(lk_validator *v, lk_kslot slot, const void *args, size_t size)
+{
+    const lk_kernels *kt = &v->dev->iface->kernels;
+    if (lk_capture_hosted(v->q))
+        return lk_capture_record(v->q, v->fn, slot, args, size);
+    lk_fpenv fe;
+    lk_fpenv_enter(&fe);
+    lk_status st = LK_ERR_INTERNAL;
+    if (slot == LK_KSLOT_rmsnorm_quantize)
+        st = kt->rmsnorm_quantize(v->q->state, (const lk_norm_quant_args *)args);
+    else if (slot == LK_KSLOT_ternary_gemm)
+        st = kt->ternary_gemm(v->q->state, (const lk_qgemm_args *)args);
+    else if (slot == LK_KSLOT_rmsnorm_ternary_linear)
+        st = kt->rmsnorm_ternary_linear(v->q->state, (const lk_norm_linear_args *)args);
+    lk_fpenv_leave(&fe);
+    st = lk_v_result(v, st);
+    if (st == LK_OK)
+        lk_capture_count(v->q);
+    return st;
+}
+
+LK_API lk_status lk_rmsnorm_ternary_linear(lk_queue *q, const lk_tensor *x,
+                                           const lk_tensor *norm_weight, float eps,
+                                           const lk_tensor *xq, const lk_tensor *xs,
+                                           const lk_weights *w, const lk_tensor *y,
+                                           unsigned flags)
+{
+    static const char fn[] = "lk_rmsnorm_ternary_linear";
+    lk_validator v;
+    lk_norm_linear_args a;
+    lk_qgemm_args g;
+    memset(&a, 0, sizeof a);
+    memset(&g, 0, sizeof g);
+    LK_V_TRY(lk_v_begin(&v, fn, q));
+    LK_V_TRY(lk_weights_check(&v, w, 1));
+    if (flags & ~(unsigned)LK_GEMM_ACCUMULATE)
+        return lk_error(LK_ERR_INVALID_ARGUMENT, "%s: flags: unknown bits 0x%x", fn,
+                        flags & ~(unsigned)LK_GEMM_ACCUMULATE);
+    const int acc = (flags & LK_GEMM_ACCUMULATE) != 0;
+    /* every tensor in one validator: lk_v_finish then keeps the outputs
+     * apart from each other and from x and the norm weight, which a kernel
+     * that writes xq, xs and y while other blocks still read x needs */
+    LK_V_TRY(lk_v_tensor(&v, "x", x, &a.norm.x, LK_DT_FLOAT, LK_V_IN, 1));
+    LK_V_TRY(lk_v_tensor(&v, "norm_weight", norm_weight, &a.norm.weight, LK_DT_FLOAT,
+                         LK_V_IN | LK_V_OPTIONAL, 1));
+    LK_V_TRY(lk_v_tensor(&v, "xq", xq, &a.norm.q, LK_DT(LK_I8), LK_V_OUT, 1));
+    LK_V_TRY(lk_v_tensor(&v, "xs", xs, &a.norm.scale, LK_DT(LK_F32), LK_V_OUT, 1));
+    LK_V_TRY(lk_v_tensor(&v, "y", y, &a.lin.y, acc ? LK_DT(LK_F32) : LK_DT_FLOAT, LK_V_OUT, 1));
+    LK_V_TRY(lk_v_nonempty_rows(&v, "x", &a.norm.x));
+    LK_V_TRY(lk_v_dims(&v, "x", &a.norm.x, -1, NULL, w->k, "K"));
+    const int64_t m = a.norm.x.rows;
+    if (norm_weight)
+        LK_V_TRY(lk_v_dims(&v, "norm_weight", &a.norm.weight, 1, NULL, w->k, "K"));
+    LK_V_TRY(lk_v_dims(&v, "xq", &a.norm.q, m, "M", w->k, "K"));
+    LK_V_TRY(lk_v_dims(&v, "xs", &a.norm.scale, m, "M", 1, NULL));
+    LK_V_TRY(lk_v_dims(&v, "y", &a.lin.y, m, "M", w->n, "N"));
+    if (!w->prepared) {
+        LK_V_TRY(lk_v_tensor(&v, "w", &w->w, &g.w, LK_DT(LK_T2), LK_V_IN, 1));
+        LK_V_TRY(lk_v_tensor(&v, "w_scale", &w->w_scale, &g.w_scale, LK_DT(LK_F32), LK_V_IN, 1));
+    }
+    LK_V_TRY(lk_v_finish(&v));
+    a.norm.eps = eps;
+    a.lin.m = m;
+    a.lin.n = w->n;
+    a.lin.k = w->k;
+    a.lin.flags = flags;
+    a.lin.w_dtype = LK_T2;
+    a.lin.prepared = w->prepared;
+    a.lin.x = a.norm.q;
+    a.lin.x_scale = a.norm.scale;
+
+    const lk_kernels *kt = &q->dev->iface->kernels;
+    if (w->prepared && a.lin.n > 0 && kt->rmsnorm_ternary_linear) {
+        if (lk_v_supported(&v, LK_OP_RMSNORM_TERNARY_LINEAR, "rmsnorm_ternary_linear", 1, &a) ==
+            LK_OK) {
+            if (m == 0)
+                return LK_OK;
+            return lk_nl_step(&v, LK_KSLOT_rmsnorm_ternary_linear, &a, sizeof a);
+        }
+        lk_error_clear(); /* refused: the composition gives the same bits */
+    }
+    LK_V_TRY(lk_v_supported(&v, LK_OP_RMSNORM_QUANTIZE, "rmsnorm_quantize",
+                            kt->rmsnorm_quantize != NULL, &a.norm));
+    if (!w->prepared) {
+        g.m = m;
+        g.n = a.lin.n;
+        g.k = a.lin.k;
+        g.x = a.lin.x;
+        g.x_scale = a.lin.x_scale;
+        g.y = a.lin.y;
+        g.flags = flags;
+        LK_V_TRY(lk_v_supported(&v, LK_OP_TERNARY_GEMM, "ternary_gemm", kt->ternary_gemm != NULL,
+                                &g));
+    }
+    if (m == 0)
+        return LK_OK;
+    LK_V_TRY(lk_nl_step(&v, LK_KSLOT_rmsnorm_quantize, &a.norm, sizeof a.norm));
+    if (w->prepared)
+        return lk_weights_run(&v, &a.lin, 1);
+    if (g.n == 0)
+        return LK_OK;
+    return lk_nl_step(&v, LK_KSLOT_ternary_gemm, &g, sizeof g);
+}

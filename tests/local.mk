@@ -113,6 +113,13 @@ check_PROGRAMS += tests/test_rmsnorm_quantize
 TESTS += tests/test_rmsnorm_quantize
 tests_test_rmsnorm_quantize_LDADD = liblockstep.la
 
+# lk_rmsnorm_ternary_linear is lk_rmsnorm_quantize then lk_ternary_linear
+# bit for bit (y, xq and xs) on every device, in graphs too; its argument
+# errors write nothing.
+check_PROGRAMS += tests/test_norm_linear
+TESTS += tests/test_norm_linear
+tests_test_norm_linear_LDADD = liblockstep.la
+
 # lk_glu is lk_unary into f32 then lk_binary MUL bit for bit on every
 # device, for every unary op; its argument errors write nothing.
 check_PROGRAMS += tests/test_glu

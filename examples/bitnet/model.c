@@ -750,7 +750,8 @@ int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t ma
  * for the rows of x (M x K), the norm and the activation quantisation in
  * one op (the bits of lk_rmsnorm then lk_quantize_act).  flags
  * LK_GEMM_ACCUMULATE: y += that instead (the residual add, fused into
- * lk_ternary_linear; unprepared weights go through m->tmp, same bits). */
+ * lk_ternary_linear; unprepared weights go through m->tmp, same bits).
+ * Prepared weights: the whole of it in lk_rmsnorm_ternary_linear. */
 static int bitlinear(bn_model *m, const lk_tensor *x, const lk_tensor *nw, int64_t M,
                      const bn_tdev *w, int64_t n, const lk_tensor *y, unsigned flags, char *err,
                      size_t errlen)
@@ -759,10 +760,12 @@ static int bitlinear(bn_model *m, const lk_tensor *x, const lk_tensor *nw, int64
     lk_tensor wt = lk_mat(w->codes, LK_T2, n, x->cols);
     wt.ld = (x->cols + 3) / 4 * 4;
     lk_tensor ws = lk_mat(w->scale, LK_F32, 1, w->nscale);
+    if (w->prep) { /* one op: one kernel for decode on a GPU, the same bits */
+        TRY(lk_rmsnorm_ternary_linear(m->q, x, nw, m->c.eps, &xq, &xs, w->prep, y, flags));
+        return 0;
+    }
     TRY(lk_rmsnorm_quantize(m->q, x, nw, m->c.eps, &xq, &xs));
-    if (w->prep) {
-        TRY(lk_ternary_linear(m->q, &xq, &xs, w->prep, y, flags));
-    } else if (flags & LK_GEMM_ACCUMULATE) {
+    if (flags & LK_GEMM_ACCUMULATE) {
         lk_tensor t = lk_mat(m->tmp, LK_F32, M, n);
         TRY(lk_ternary_gemm(m->q, &xq, &xs, &wt, &ws, &t));
         TRY(lk_binary(m->q, LK_BINARY_ADD, y, &t, y));

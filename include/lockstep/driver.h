@@ -57,6 +57,7 @@ typedef enum lk_op {
     LK_OP_RMSNORM_QUANTIZE,
     LK_OP_SET_ROWS,
     LK_OP_GLU,
+    LK_OP_RMSNORM_TERNARY_LINEAR,
     LK_OP_COUNT_ /* not an op */
 } lk_op;
 
@@ -159,6 +160,14 @@ typedef struct lk_linear_args {  /* linear and ternary_linear */
                                       (data == NULL: none) */
 } lk_linear_args;
 
+/* rmsnorm_ternary_linear: norm as lk_rmsnorm_quantize fills it; lin as
+ * lk_ternary_linear fills it, with lin.x = norm.q and lin.x_scale =
+ * norm.scale (the kernel writes both, then reads them back). */
+typedef struct lk_norm_linear_args {
+    lk_norm_quant_args norm;
+    lk_linear_args lin;
+} lk_norm_linear_args;
+
 typedef struct lk_kernels {
     lk_status (*gemm)(void *queue, const lk_gemm_args *args);
     lk_status (*reduce)(void *queue, const lk_reduce_args *args);
@@ -195,6 +204,9 @@ typedef struct lk_kernels {
     lk_status (*set_rows)(void *queue, const lk_set_rows_args *args);
     /* lk_glu: NULL means LK_ERR_UNSUPPORTED. */
     lk_status (*glu)(void *queue, const lk_glu_args *args);
+    /* lk_rmsnorm_ternary_linear: NULL means the core runs rmsnorm_quantize
+     * then ternary_linear (or its own fallback without ternary_linear). */
+    lk_status (*rmsnorm_ternary_linear)(void *queue, const lk_norm_linear_args *args);
 } lk_kernels;
 
 typedef struct lk_device_iface {

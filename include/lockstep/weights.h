@@ -61,6 +61,20 @@ LK_API lk_status lk_linear(lk_queue *q, const lk_tensor *x, const lk_weights *w,
 LK_API lk_status lk_ternary_linear(lk_queue *q, const lk_tensor *xq, const lk_tensor *x_scale,
                                    const lk_weights *w, const lk_tensor *y, unsigned flags);
 
+/* lk_rmsnorm_quantize(q, x, norm_weight, eps, xq, xs) then
+ * lk_ternary_linear(q, xq, xs, w, y, flags), bit for bit, xq and xs
+ * included: they are outputs too, written as lk_rmsnorm_quantize writes
+ * them.  x: float M x K (K >= 1); norm_weight: float 1 x K or NULL; xq:
+ * LK_I8 M x K; xs: f32 M x 1; y: float M x N (LK_F32 with
+ * LK_GEMM_ACCUMULATE).  Everything is checked before anything is written;
+ * xq, xs and y may not overlap each other, x or norm_weight
+ * (LK_ERR_ALIASING).  A device may run it as one kernel. */
+LK_API lk_status lk_rmsnorm_ternary_linear(lk_queue *q, const lk_tensor *x,
+                                           const lk_tensor *norm_weight, float eps,
+                                           const lk_tensor *xq, const lk_tensor *xs,
+                                           const lk_weights *w, const lk_tensor *y,
+                                           unsigned flags);
+
 LK_END_DECLS
 
 #endif
