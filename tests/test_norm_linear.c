@@ -123,8 +123,10 @@ static int run_pair(lk_queue *q, const lk_tensor *x, const lk_tensor *nw, const 
             return 0;
         *sf = lk_rmsnorm_ternary_linear(q, x, nw, 1e-5f, &q1, &s1, pw, &y1, flags);
         lk_status se = lk_queue_capture_end(q, &g);
-        if (*sf != LK_OK || se != LK_OK)
+        if (*sf != LK_OK || se != LK_OK) {
+            lk_graph_destroy(g); /* NULL: nothing */
             return 0;
+        }
         *sf = lk_graph_launch(g, q);
         lk_status ss = lk_queue_sync(q);
         lk_graph_destroy(g);
