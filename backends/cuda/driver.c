@@ -499,7 +499,6 @@ static const lk_device_iface lk_cuda_iface = {
         .rmsnorm_quantize = lk_cuda_rmsnorm_quantize,
         .set_rows = lk_cuda_set_rows,
         .glu = lk_cuda_glu,
-        .rmsnorm_ternary_linear = lk_cuda_rmsnorm_ternary_linear,
     },
     .capture_begin = lk_cuda_capture_begin,
     .capture_end = lk_cuda_capture_end,

@@ -118,7 +118,6 @@ lk_status lk_cuda_weights_prepare(void *queue, const lk_weights_args *a, void **
 void lk_cuda_weights_destroy(void *dev, void *prepared);
 lk_status lk_cuda_linear(void *queue, const lk_linear_args *a);
 lk_status lk_cuda_ternary_linear(void *queue, const lk_linear_args *a); /* ternary.cu */
-lk_status lk_cuda_rmsnorm_ternary_linear(void *queue, const lk_norm_linear_args *a); /* norm_linear.cu */
 /* at device open: the linear kernels' shared memory opt-in */
 lk_status lk_cuda_linear_setup(lk_cuda_device *dev);
 

@@ -60,11 +60,6 @@ static __device__ __forceinline__ void lk_prefetch_l2(const void *p, int64_t byt
 /* weights_prepare of LK_T2 weights (ternary.cu) */
 lk_status lk_cuda_t2_prepare(lk_op_scope &op, const lk_weights_args *a, void **out);
 
-/* lk_rmsnorm_ternary_linear's fused kernel (ternary.cu): returns 1 when it
- * ran (*st its status), 0 when the case is not covered and the caller falls
- * back to rmsnorm_quantize then ternary_linear. */
-extern "C" int lk_cuda_norm_t2_gemv(void *queue, const lk_norm_linear_args *a, lk_status *st);
-
 /* Largest K (in 128-blocks) the float kernel takes with one row of x in
  * shared memory and one group per block, for a given shared memory limit. */
 static inline int64_t lk_lin_max_nkb(size_t smem)

@@ -12,7 +12,6 @@ lk_cuda_headers = \
 	backends/cuda/launch.cuh \
 	backends/cuda/rows.cuh \
 	backends/cuda/rows_reg.cuh \
-	backends/cuda/norm_quant.cuh \
 	backends/cuda/elementwise.cuh \
 	backends/cuda/gemm.cuh \
 	backends/cuda/qgemm.cuh \
@@ -43,8 +42,7 @@ lk_cuda_kernels = \
 	backends/cuda/embedding.cu \
 	backends/cuda/set_rows.cu \
 	backends/cuda/weights.cu \
-	backends/cuda/linear.cu \
-	backends/cuda/norm_linear.cu
+	backends/cuda/linear.cu
 
 EXTRA_DIST += build-aux/nvcc-wrapper.sh backends/cuda/README.md
 

@@ -3,9 +3,7 @@
  * lk_quantize_act of that row.
  *
  * Rows of up to one chunk (4096 elements, the model's hidden size of
- * 2560 among them): one block per row, the row in registers (rows_reg.cuh),
- * the row's steps in lk_nq_row (norm_quant.cuh, shared with the fused
- * ternary GEMV of lk_rmsnorm_ternary_linear): norm.cu's register kernel up to
+ * 2560 among them): one block per row, the row in registers (rows_reg.cuh).  The steps are norm.cu's register kernel up to
  * y_i = (x_i * r) * w_i, each an f32 rounding, so v_j holds exactly the f32
  * y that lk_rmsnorm would store; then quant.cu's activation steps on it:
  * amax = maximum of |y_i| from +0 (order-free), s = 127 / maximum(amax,
@@ -27,7 +25,6 @@
 
 #include "backends/cuda/rows.cuh"
 #include "backends/cuda/rows_reg.cuh"
-#include "backends/cuda/norm_quant.cuh"
 
 namespace {
 
@@ -53,24 +50,54 @@ __global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H * C,
     lk_pdl_wait(); /* x and the weight are user tensors */
     lk_pdl_trigger();
     const int64_t n = a.x.cols;
+    const float nf = __ll2float_rn(n);
+    const int nw = (int)(blockDim.x >> 5);
     float wv[J]; /* PRE only */
     if (PRE && a.weight.data)
         lk_rr_load_any<J, H>(wv, a.weight.data, a.weight.dtype, n);
     for (int64_t r = blockIdx.x; r < a.x.rows; r += gridDim.x) {
         float v[J];
-        const TX *xr = (const TX *)a.x.data + r * a.x.ld;
-        const float s = lk_nq_row<DX, J, H, PRE>(v, a, xr, wv, sh, red);
+        lk_rr_load<DX, J, H>(v, (const TX *)a.x.data + r * a.x.ld, n);
+        const float ss = lk_rr_sum<true, J, H>(v, n, sh, lk_identity());
+        const float rs = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, nf), a.eps)));
+#pragma unroll
+        for (int j = 0; j < J; j++)
+            v[j] = __fmul_rn(v[j], rs);
+        if (a.weight.data) {
+            if (PRE) {
+#pragma unroll
+                for (int j = 0; j < J; j++)
+                    v[j] = __fmul_rn(v[j], wv[j]);
+            } else {
+                lk_rr_apply<J, H>(v, a.weight.data, a.weight.dtype, n, lk_rr_mul());
+            }
+        }
+        /* v_j is now lk_rmsnorm's f32 y.  amax: independent chains of
+         * integer maxima (lk_qa_bits), a REDUX per warp, one barrier; red is
+         * written again only after the next row's lk_rr_sum barriers. */
+        unsigned m[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+        for (int j = 0; j < J; j++)
+            if (lk_rr_index<J, H>(j) < n)
+                m[j & 3] = max(m[j & 3], lk_qa_bits(v[j]));
+        unsigned mw = lk_qa_warp_max(max(max(m[0], m[1]), max(m[2], m[3])));
+        if ((threadIdx.x & 31) == 0)
+            red[threadIdx.x >> 5] = mw;
+        __syncthreads();
+        /* every warp folds the warps' maxima itself: one load, one REDUX */
+        mw = lk_qa_warp_max((int)(threadIdx.x & 31) < nw ? red[threadIdx.x & 31] : 0u);
+        const float s = __fdiv_rn(127.0f, lk_maximum(lk_qa_amax(mw), LK_QUANT_EPS));
         int8_t *qr = (int8_t *)a.q.data + r * a.q.ld;
         if (lk_rr_full<J, H>(n)) {
 #pragma unroll
             for (int j = 0; j < J; j++)
-                qr[lk_rr_index<J, H>(j)] = (int8_t)lk_nq_code(v[j], s);
+                qr[lk_rr_index<J, H>(j)] = (int8_t)lk_qa_q8(__fmul_rn(v[j], s));
         } else {
 #pragma unroll
             for (int j = 0; j < J; j++) {
                 const int64_t i = lk_rr_index<J, H>(j);
                 if (i < n)
-                    qr[i] = (int8_t)lk_nq_code(v[j], s);
+                    qr[i] = (int8_t)lk_qa_q8(__fmul_rn(v[j], s));
             }
         }
         if (threadIdx.x == 0)

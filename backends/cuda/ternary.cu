@@ -15,19 +15,11 @@
  * and the core's K limit keeps the true acc inside int32, so it is exact.
  * x is zero past K, so padding codes and the code of any k >= K add 0.
  * Larger M, or x too large for shared memory: the dp4a tile kernel with
- * the codes decoded to int8 (backends/cuda/qgemm.cuh).
- *
- * lk_rmsnorm_ternary_linear (lk_cuda_norm_t2_gemv): the same GEMV, each
- * block first running lk_rmsnorm_quantize's row steps (norm_quant.cuh) on
- * the few rows of f32 x straight into its shared x, so the norm kernel
- * before every decode GEMV goes. */
+ * the codes decoded to int8 (backends/cuda/qgemm.cuh). */
 #include <stdlib.h>
 #include <string.h>
 
-#include <type_traits>
-
 #include "backends/cuda/linear.cuh"
-#include "backends/cuda/norm_quant.cuh"
 #include "backends/cuda/qgemm.cuh"
 #include "backends/cuda/tc_ternary.cuh"
 
@@ -98,82 +90,18 @@ __global__ void __launch_bounds__(256) unpack_kernel(lk_pack_args p)
  * threads of a row on distinct banks. */
 __device__ __forceinline__ int xp_offset(int64_t g) { return (int)(g * 4 + (g >> 2) * 4); }
 
-/* NA: t2_no_norm (lk_ternary_gemm, lk_ternary_linear), or
- * lk_norm_quant_args (lk_rmsnorm_ternary_linear: see t2_norm_x). */
-struct t2_no_norm {};
-
-/* The fused norm's mapping: 128 threads as two per lane of one chunk
- * (H = 2, J = 32, norm_quant.cu's split kernel), which holds any row of up
- * to LK_CHUNK elements: for shorter rows the terms past n (all of h = 1's
- * below 2048) drop out of the lane chains, so the bits are those of the
- * H = 1 kernel that lk_rmsnorm_quantize runs on them. */
-#define T2N_J 32
-#define T2N_H 2
-static_assert(T2N_J * T2N_H == LK_LANES && 64 * T2N_H == TG_THREADS,
-              "the fused norm covers one chunk with the GEMV's block");
-
-/* The block's own lk_rmsnorm_quantize of the q.m rows of x (f32): row m's
- * codes into xp (the permuted layout, zero past K up to the padded K and
- * in rows q.m .. MT - 1) and its scale into xs[m] (the f32 store the op
- * makes, so y's epilogue reads the bits the composition reads back);
- * block 0 also stores both to na.q and na.scale, the op's outputs.  Every
- * element below LK_CHUNK is term j of exactly one thread (lk_rr_index), so
- * every byte of xp below the padded K is written. */
-template <int MT>
-static __device__ __forceinline__ void t2_norm_x(const lk_norm_quant_args &na, int64_t M,
-                                                 uint32_t *xp, int xw, float *xs)
-{
-    __shared__ float sh[LK_RR_SMEM];
-    __shared__ unsigned red[TG_THREADS / 32];
-    const int64_t n = na.x.cols, kpad = (int64_t)(xw / 20) * 64;
-    float wv[T2N_J];
-    if (na.weight.data)
-        lk_rr_load_any<T2N_J, T2N_H>(wv, na.weight.data, na.weight.dtype, n);
-    uint8_t *xb = reinterpret_cast<uint8_t *>(xp);
-    const bool out = blockIdx.x == 0;
-#pragma unroll 1
-    for (int m = 0; m < MT; m++) {
-        float v[T2N_J];
-        float s = 0.0f;
-        if (m < M) {
-            const float *xr = (const float *)na.x.data + m * na.x.ld;
-            s = lk_nq_row<LK_F32, T2N_J, T2N_H, true>(v, na, xr, wv, sh, red);
-        }
-        int8_t *qr = (int8_t *)na.q.data + m * na.q.ld;
-#pragma unroll
-        for (int j = 0; j < T2N_J; j++) {
-            const int64_t i = lk_rr_index<T2N_J, T2N_H>(j);
-            const int c = m < M && i < n ? lk_nq_code(v[j], s) : 0;
-            if (out && m < M && i < n)
-                qr[i] = (int8_t)c;
-            if (i < kpad)
-                xb[4 * (m * xw + xp_offset(i >> 4) + (int)(i & 3)) + (int)((i >> 2) & 3)] =
-                    (uint8_t)c;
-        }
-        if (threadIdx.x == 0 && m < M) {
-            lk_store_any(xs, LK_F32, m, s);
-            if (out)
-                lk_store_any(na.scale.data, na.scale.dtype, m * na.scale.ld, s);
-        }
-    }
-}
-
 /* early: the weights are a prepared lk_weights handle's (decided on the
  * host), so they are requested before lk_pdl_wait(); x, the scales and y
  * are touched only after it.  Each thread also sums x over its own
  * segments (dp4a against ones) and subtracts that from its dot, so no
  * block-wide sum of x (atomics, a second barrier) stands before the
- * first dp4a; the butterfly adds the parts, exact modulo 2^32 as before.
- * na: see t2_no_norm; with the norm, x is q's int8 x made by the block
- * itself from na.x (t2_norm_x) and the epilogue reads the block's scales. */
-template <int MT, int TG_PER_ROW, class NA>
+ * first dp4a; the butterfly adds the parts, exact modulo 2^32 as before. */
+template <int MT, int TG_PER_ROW>
 __global__ void __launch_bounds__(TG_THREADS)
-    t2_gemv_kernel(lk_qgemm_args q, NA na, int xw, int nseg, int wvec, int early)
+    t2_gemv_kernel(lk_qgemm_args q, int xw, int nseg, int wvec, int early)
 {
-    constexpr bool NORM = !std::is_same<NA, t2_no_norm>::value;
     extern __shared__ uint4 t2_smem4[];
     uint32_t *xp = reinterpret_cast<uint32_t *>(t2_smem4); /* [MT][xw] */
-    __shared__ float t2_xs[NORM ? MT : 1];
     const int tid = threadIdx.x;
     const int64_t K = q.k;
 
@@ -212,40 +140,32 @@ __global__ void __launch_bounds__(TG_THREADS)
         lk_pdl_wait();
     lk_pdl_trigger();
 
-    if constexpr (NORM) {
-        t2_norm_x<MT>(na, q.m, xp, xw, t2_xs);
-        q.x_scale.data = t2_xs; /* lk_qgemm_store reads the block's scales */
-        q.x_scale.ld = 1;
-    } else {
-        (void)na;
-        /* x, one group of 16 k per thread and step: one 16-byte load where
-         * it can, the four plane words by byte permutes */
-        const int64_t groups = (int64_t)(xw / 20) * 4;
-        const int xvec = (uintptr_t)q.x.data % 16 == 0 && q.x.ld % 16 == 0;
+    /* x, one group of 16 k per thread and step: one 16-byte load where it
+     * can, the four plane words by byte permutes */
+    const int64_t groups = (int64_t)(xw / 20) * 4;
+    const int xvec = (uintptr_t)q.x.data % 16 == 0 && q.x.ld % 16 == 0;
 #pragma unroll 2
-        for (int64_t g = tid; g < groups; g += TG_THREADS) {
+    for (int64_t g = tid; g < groups; g += TG_THREADS) {
 #pragma unroll
-            for (int m = 0; m < MT; m++) {
-                uint4 v = make_uint4(0, 0, 0, 0);
-                if (m < q.m) {
-                    const int8_t *x = (const int8_t *)q.x.data + m * q.x.ld + 16 * g;
-                    if (xvec && 16 * g + 16 <= K) {
-                        v = *reinterpret_cast<const uint4 *>(x);
-                    } else {
-                        uint32_t w4[4] = {0, 0, 0, 0};
-                        for (int j = 0; j < 16; j++)
-                            if (16 * g + j < K)
-                                w4[j / 4] |= (uint32_t)(uint8_t)x[j] << (8 * (j % 4));
-                        v = make_uint4(w4[0], w4[1], w4[2], w4[3]);
-                    }
+        for (int m = 0; m < MT; m++) {
+            uint4 v = make_uint4(0, 0, 0, 0);
+            if (m < q.m) {
+                const int8_t *x = (const int8_t *)q.x.data + m * q.x.ld + 16 * g;
+                if (xvec && 16 * g + 16 <= K) {
+                    v = *reinterpret_cast<const uint4 *>(x);
+                } else {
+                    uint32_t w4[4] = {0, 0, 0, 0};
+                    for (int j = 0; j < 16; j++)
+                        if (16 * g + j < K)
+                            w4[j / 4] |= (uint32_t)(uint8_t)x[j] << (8 * (j % 4));
+                    v = make_uint4(w4[0], w4[1], w4[2], w4[3]);
                 }
-                uint32_t *dst = xp + m * xw + xp_offset(g);
+            }
+            uint32_t *dst = xp + m * xw + xp_offset(g);
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const uint32_t sel = (uint32_t)e | (uint32_t)(4 + e) << 4;
-                    dst[e] = __byte_perm(__byte_perm(v.x, v.y, sel), __byte_perm(v.z, v.w, sel),
-                                         0x5410);
-                }
+            for (int e = 0; e < 4; e++) {
+                const uint32_t sel = (uint32_t)e | (uint32_t)(4 + e) << 4;
+                dst[e] = __byte_perm(__byte_perm(v.x, v.y, sel), __byte_perm(v.z, v.w, sel), 0x5410);
             }
         }
     }
@@ -301,9 +221,8 @@ __global__ void __launch_bounds__(TG_THREADS)
     }
 }
 
-/* early, na: see t2_gemv_kernel */
-template <int MT, class NA = t2_no_norm>
-bool t2_gemv(const lk_qgemm_args &q, cudaStream_t st, int early, const NA &na = NA())
+/* early: see t2_gemv_kernel */
+template <int MT> bool t2_gemv(const lk_qgemm_args &q, cudaStream_t st, int early)
 {
     const int64_t groups = ((q.k + 63) / 64) * 4; /* K padded to whole 16-byte pieces */
     const int64_t xw = groups / 4 * 20;
@@ -318,11 +237,11 @@ bool t2_gemv(const lk_qgemm_args &q, cudaStream_t st, int early, const NA &na = 
     if (blocks > ((int64_t)1 << 31) - 1)
         return false;
     if (pr == 16)
-        (void)lk_launch(t2_gemv_kernel<MT, 16, NA>, dim3((unsigned)blocks), dim3(TG_THREADS), smem,
-                        st, q, na, (int)xw, nseg, wvec, early);
+        (void)lk_launch(t2_gemv_kernel<MT, 16>, dim3((unsigned)blocks), dim3(TG_THREADS), smem, st,
+                        q, (int)xw, nseg, wvec, early);
     else
-        (void)lk_launch(t2_gemv_kernel<MT, 8, NA>, dim3((unsigned)blocks), dim3(TG_THREADS), smem,
-                        st, q, na, (int)xw, nseg, wvec, early);
+        (void)lk_launch(t2_gemv_kernel<MT, 8>, dim3((unsigned)blocks), dim3(TG_THREADS), smem, st,
+                        q, (int)xw, nseg, wvec, early);
     return true;
 }
 
@@ -470,53 +389,4 @@ extern "C" lk_status lk_cuda_ternary_linear(void *queue, const lk_linear_args *l
     q.w_scale = lk_mat(h->scale, LK_F32, 1, h->scale_n);
     t2_run(op, &q, 1);
     return op.launched();
-}
-
-/* lk_rmsnorm_ternary_linear in one kernel: the GEMV above whose blocks
- * each run the RMSNorm and quantisation of x themselves (t2_norm_x), so
- * the norm's own kernel and its barrier with the GEMV go.  Covered: f32 x
- * of 1 .. 8 rows of at most one chunk (the norm's register path), int8 q,
- * f32 scales, prepared LK_T2 weights; anything else returns 0 and the
- * caller runs the two ops. */
-extern "C" int lk_cuda_norm_t2_gemv(void *queue, const lk_norm_linear_args *a, lk_status *st)
-{
-    const lk_norm_quant_args &na = a->norm;
-    const lk_linear_args &la = a->lin;
-    const lk_cuda_weights *h = (const lk_cuda_weights *)la.prepared;
-    const lk_dtype wd = na.weight.dtype;
-    if (!h || h->dt != LK_T2 || la.m < 1 || la.m > 8 || na.x.rows != la.m ||
-        na.x.cols != h->k || h->k < 1 || h->k > LK_CHUNK || na.x.dtype != LK_F32 ||
-        na.q.dtype != LK_I8 || na.scale.dtype != LK_F32 || !la.x_scale.data ||
-        (na.weight.data && wd != LK_F32 && wd != LK_BF16 && wd != LK_F16))
-        return 0;
-    lk_op_scope op(queue, "lk_rmsnorm_ternary_linear");
-    if (!op.ok()) {
-        *st = op.status();
-        return 1;
-    }
-    lk_qgemm_args q;
-    memset(&q, 0, sizeof q);
-    q.m = la.m;
-    q.n = h->n;
-    q.k = h->k;
-    q.x = na.q;
-    q.x_scale = na.scale;
-    q.y = la.y;
-    q.flags = la.flags;
-    q.w = lk_mat(h->w, LK_T2, h->n, h->k);
-    q.w.ld = h->ldw;
-    q.w_scale = lk_mat(h->scale, LK_F32, 1, h->scale_n);
-    bool done;
-    if (q.m == 1)
-        done = t2_gemv<1>(q, op.stream(), 1, na);
-    else if (q.m == 2)
-        done = t2_gemv<2>(q, op.stream(), 1, na);
-    else if (q.m <= 4)
-        done = t2_gemv<4>(q, op.stream(), 1, na);
-    else
-        done = t2_gemv<8>(q, op.stream(), 1, na);
-    if (!done)
-        return 0;
-    *st = op.launched();
-    return 1;
 }
