@@ -16,8 +16,7 @@
 #include <lockstep.h>
 
 #include "tests/tap.h"
-
-#define MAX_DEVICES 32
+#include "tests/devices.h"
 
 typedef struct tcase {
     int64_t rows, cols;
@@ -39,11 +38,6 @@ static const char *const op_names[NOPS] = {"copy", "relu", "relu2", "sigmoid", "
                                            "erf"};
 
 static uint64_t rng;
-
-static size_t esize(lk_dtype d)
-{
-    return d == LK_F32 ? 4 : 2;
-}
 
 static const char *dname(lk_dtype d)
 {
@@ -105,9 +99,9 @@ static void run_case(lk_device *d, lk_queue *q, const tcase *c, int ci)
 {
     const int64_t R = c->rows, K = c->cols;
     const int64_t gld = c->joint ? 2 * K : K + 3, uld = c->joint ? 2 * K : K + 1, yld = K + 2;
-    const size_t gbytes = (size_t)(R * gld) * esize(c->gd);
-    const size_t ubytes = c->joint ? 0 : (size_t)(R * uld) * esize(c->ud);
-    const size_t ybytes = (size_t)(R * yld) * esize(c->yd);
+    const size_t gbytes = (size_t)(R * gld) * test_esize(c->gd);
+    const size_t ubytes = c->joint ? 0 : (size_t)(R * uld) * test_esize(c->ud);
+    const size_t ybytes = (size_t)(R * yld) * test_esize(c->yd);
     unsigned char *gh = calloc(1, gbytes), *uh = calloc(1, ubytes + 1);
     unsigned char *y1 = malloc(ybytes), *y2 = malloc(ybytes);
     if (!gh || !uh || !y1 || !y2)
@@ -125,7 +119,7 @@ static void run_case(lk_device *d, lk_queue *q, const tcase *c, int ci)
     if (!gb || (!c->joint && !ub) || !yb1 || !yb2 || !tb)
         bail("%s: no device memory: %s", lk_device_name(d), lk_last_error());
     lk_tensor g = lk_mat_ld(gb, c->gd, R, K, gld);
-    lk_tensor u = c->joint ? lk_mat_ld((char *)gb + (size_t)K * esize(c->gd), c->ud, R, K, uld)
+    lk_tensor u = c->joint ? lk_mat_ld((char *)gb + (size_t)K * test_esize(c->gd), c->ud, R, K, uld)
                            : lk_mat_ld(ub, c->ud, R, K, uld);
     lk_tensor t1 = lk_mat_ld(yb1, c->yd, R, K, yld), t2 = lk_mat_ld(yb2, c->yd, R, K, yld);
     lk_tensor tmp = lk_mat(tb, LK_F32, R, K);
@@ -239,24 +233,11 @@ static void test_errors(lk_queue *q)
 int main(void)
 {
     uint64_t seed = tap_seed();
-    lk_context *ctx;
-    if (lk_context_create(&ctx) != LK_OK)
-        bail("no context: %s", lk_last_error());
-    lk_device *devs[MAX_DEVICES];
-    lk_queue *qs[MAX_DEVICES];
-    lk_queue *ref_q = NULL;
-    int nd = 0;
-    for (int i = 0; i < lk_device_count(ctx) && nd < MAX_DEVICES; i++) {
-        if (lk_device_get(ctx, i, &devs[nd]) != LK_OK)
-            continue;
-        if (lk_queue_create(devs[nd], NULL, &qs[nd]) != LK_OK)
-            bail("no queue on %s: %s", lk_device_name(devs[nd]), lk_last_error());
-        if (!strcmp(lk_device_name(devs[nd]), "ref"))
-            ref_q = qs[nd];
-        nd++;
-    }
-    if (!ref_q)
-        bail("no reference device");
+    test_devices t;
+    test_devices_open(&t);
+    lk_device **devs = t.dev;
+    lk_queue **qs = t.q, *ref_q = t.ref_q;
+    const int nd = t.n;
     plan(nd * (NCASES + 1) + 9);
     for (int d = 0; d < nd; d++) {
         rng = seed;
@@ -265,8 +246,6 @@ int main(void)
         run_inplace(devs[d], qs[d]);
     }
     test_errors(ref_q);
-    for (int d = 0; d < nd; d++)
-        lk_queue_destroy(qs[d]);
-    lk_context_destroy(ctx);
+    test_devices_close(&t);
     return done_testing();
 }

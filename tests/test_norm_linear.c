@@ -14,8 +14,7 @@
 #include <lockstep.h>
 
 #include "tests/tap.h"
-
-#define MAX_DEVICES 32
+#include "tests/devices.h"
 
 typedef struct tcase {
     int64_t m, k, n;
@@ -38,50 +37,6 @@ static uint64_t rng;
 static float rnd(void) /* [-4, 4) */
 {
     return (float)((double)(tap_rand(&rng) >> 40) / (double)(1ull << 21) - 4.0);
-}
-
-static size_t esize(lk_dtype d)
-{
-    return d == LK_F32 ? 4 : 2;
-}
-
-static void fill(void *dst, lk_dtype d, const float *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (d == LK_F32) {
-            ((float *)dst)[i] = v[i];
-        } else {
-            uint32_t b;
-            memcpy(&b, &v[i], 4);
-            ((uint16_t *)dst)[i] = (uint16_t)(b >> 16);
-        }
-    }
-}
-
-typedef struct dbuf {
-    void *p;
-    size_t bytes;
-} dbuf;
-
-static int up(lk_device *d, lk_queue *q, dbuf *b, const void *host, size_t bytes)
-{
-    b->bytes = bytes;
-    if (lk_malloc(d, bytes ? bytes : 1, &b->p) != LK_OK)
-        return 0;
-    return host == NULL || lk_memcpy(q, b->p, host, bytes, LK_COPY_HOST_TO_DEVICE) == LK_OK;
-}
-
-static int down(lk_queue *q, void *host, const dbuf *b)
-{
-    return lk_memcpy(q, host, b->p, b->bytes, LK_COPY_DEVICE_TO_HOST) == LK_OK &&
-           lk_queue_sync(q) == LK_OK;
-}
-
-static void dfree(lk_device *d, dbuf *b)
-{
-    if (b->p)
-        lk_free(d, b->p);
-    b->p = NULL;
 }
 
 /* LK_T2 rows of n x k random codes 0..2, padding code 1, ld a multiple of 4 */
@@ -148,7 +103,7 @@ static void run_case(lk_device *d, lk_queue *q, const tcase *c, int ci, int grap
     float *v = malloc(nx * 4), *wv = malloc((size_t)K * 4), *yv = malloc((size_t)(M * N) * 4);
     float *sv = malloc((size_t)N * 4);
     void *xh = malloc(nx * 4), *wh = malloc((size_t)K * 4), *yh = malloc((size_t)(M * N) * 4);
-    const size_t yb = (size_t)(M * N) * esize(c->yd);
+    const size_t yb = (size_t)(M * N) * test_esize(c->yd);
     unsigned char *h1 = malloc(nx + yb), *h2 = malloc(nx + yb);
     if (!v || !wv || !yv || !sv || !xh || !wh || !yh || !h1 || !h2)
         bail("out of memory");
@@ -164,20 +119,22 @@ static void run_case(lk_device *d, lk_queue *q, const tcase *c, int ci, int grap
         yv[i] = rnd();
     for (int64_t i = 0; i < N; i++)
         sv[i] = 0.25f + (float)(tap_rand(&rng) % 1000) / 997.0f;
-    fill(xh, c->xd, v, nx);
-    fill(wh, LK_F32, wv, (size_t)K);
-    fill(yh, c->yd, yv, (size_t)(M * N));
+    test_fill(xh, c->xd, v, nx);
+    test_fill(wh, LK_F32, wv, (size_t)K);
+    test_fill(yh, c->yd, yv, (size_t)(M * N));
     int64_t ld;
     uint8_t *codes = t2_rand(N, K, &ld);
 
     dbuf xb = {0}, nwb = {0}, wb = {0}, wsb = {0};
     outs o1 = {{0}, {0}, {0}}, o2 = {{0}, {0}, {0}};
-    int okb = up(d, q, &xb, xh, nx * esize(c->xd)) && up(d, q, &nwb, wh, (size_t)K * 4) &&
-              up(d, q, &wb, codes, (size_t)(N * ld / 4)) &&
-              up(d, q, &wsb, sv, (size_t)(c->per_n ? N : 1) * 4) && up(d, q, &o1.q, NULL, nx) &&
-              up(d, q, &o2.q, NULL, nx) && up(d, q, &o1.s, NULL, (size_t)M * 4) &&
-              up(d, q, &o2.s, NULL, (size_t)M * 4) && up(d, q, &o1.y, NULL, yb) &&
-              up(d, q, &o2.y, NULL, yb);
+    int okb = dbuf_up(d, q, &xb, xh, nx * test_esize(c->xd)) &&
+              dbuf_up(d, q, &nwb, wh, (size_t)K * 4) &&
+              dbuf_up(d, q, &wb, codes, (size_t)(N * ld / 4)) &&
+              dbuf_up(d, q, &wsb, sv, (size_t)(c->per_n ? N : 1) * 4) &&
+              dbuf_up(d, q, &o1.q, NULL, nx) &&
+              dbuf_up(d, q, &o2.q, NULL, nx) && dbuf_up(d, q, &o1.s, NULL, (size_t)M * 4) &&
+              dbuf_up(d, q, &o2.s, NULL, (size_t)M * 4) && dbuf_up(d, q, &o1.y, NULL, yb) &&
+              dbuf_up(d, q, &o2.y, NULL, yb);
     if (!okb)
         bail("%s: no device memory: %s", lk_device_name(d), lk_last_error());
     lk_tensor x = lk_mat(xb.p, c->xd, M, K), nw = lk_mat(nwb.p, LK_F32, 1, K);
@@ -207,8 +164,9 @@ static void run_case(lk_device *d, lk_queue *q, const tcase *c, int ci, int grap
         const char *what = "status";
         if (good) {
             float s1[64], s2[64];
-            good = down(q, h1, &o1.q) && down(q, h2, &o2.q) && down(q, s1, &o1.s) &&
-                   down(q, s2, &o2.s) && down(q, h1 + nx, &o1.y) && down(q, h2 + nx, &o2.y);
+            good = dbuf_down(q, h1, &o1.q) && dbuf_down(q, h2, &o2.q) &&
+                   dbuf_down(q, s1, &o1.s) && dbuf_down(q, s2, &o2.s) &&
+                   dbuf_down(q, h1 + nx, &o1.y) && dbuf_down(q, h2 + nx, &o2.y);
             same = good;
             if (same && memcmp(h1, h2, nx))
                 same = 0, what = "xq";
@@ -227,7 +185,7 @@ static void run_case(lk_device *d, lk_queue *q, const tcase *c, int ci, int grap
     lk_weights_destroy(pw);
     dbuf *all[] = {&xb, &nwb, &wb, &wsb, &o1.q, &o2.q, &o1.s, &o2.s, &o1.y, &o2.y};
     for (int i = 0; i < 10; i++)
-        dfree(d, all[i]);
+        dbuf_free(d, all[i]);
     free(v), free(wv), free(yv), free(sv), free(xh), free(wh), free(yh), free(h1), free(h2);
     free(codes);
 }
@@ -310,7 +268,8 @@ static void test_errors(lk_queue *q)
     EXPECT(lk_rmsnorm_ternary_linear(q, &tx, &tn, 1e-5f, NULL, &ts, pw, &ty, 0),
            LK_ERR_NULL_POINTER, "xq NULL");
     bad = lk_mat(x, LK_F32, 0, K);
-    lk_tensor q0 = lk_mat(xq, LK_I8, 0, K), s0 = lk_mat(s, LK_F32, 0, 1), y0 = lk_mat(y, LK_F32, 0, N);
+    lk_tensor q0 = lk_mat(xq, LK_I8, 0, K), s0 = lk_mat(s, LK_F32, 0, 1);
+    lk_tensor y0 = lk_mat(y, LK_F32, 0, N);
     EXPECT(lk_rmsnorm_ternary_linear(q, &bad, &tn, 1e-5f, &q0, &s0, pw, &y0, 0), LK_OK,
            "M = 0 is a no-op");
     RESET();
@@ -327,24 +286,11 @@ static void test_errors(lk_queue *q)
 int main(void)
 {
     uint64_t seed = tap_seed();
-    lk_context *ctx;
-    if (lk_context_create(&ctx) != LK_OK)
-        bail("no context: %s", lk_last_error());
-    lk_device *devs[MAX_DEVICES];
-    lk_queue *qs[MAX_DEVICES];
-    lk_queue *ref_q = NULL;
-    int nd = 0;
-    for (int i = 0; i < lk_device_count(ctx) && nd < MAX_DEVICES; i++) {
-        if (lk_device_get(ctx, i, &devs[nd]) != LK_OK)
-            continue;
-        if (lk_queue_create(devs[nd], NULL, &qs[nd]) != LK_OK)
-            bail("no queue on %s: %s", lk_device_name(devs[nd]), lk_last_error());
-        if (!strcmp(lk_device_name(devs[nd]), "ref"))
-            ref_q = qs[nd];
-        nd++;
-    }
-    if (!ref_q)
-        bail("no reference device");
+    test_devices t;
+    test_devices_open(&t);
+    lk_device **devs = t.dev;
+    lk_queue **qs = t.q, *ref_q = t.ref_q;
+    const int nd = t.n;
     plan(nd * (NCASES * NVAR + 2) + NERRORS);
     for (int d = 0; d < nd; d++) {
         rng = seed;
@@ -355,8 +301,6 @@ int main(void)
         run_case(devs[d], qs[d], &cases[5], 5, 1);
     }
     test_errors(ref_q);
-    for (int d = 0; d < nd; d++)
-        lk_queue_destroy(qs[d]);
-    lk_context_destroy(ctx);
+    test_devices_close(&t);
     return done_testing();
 }

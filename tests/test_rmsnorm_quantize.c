@@ -14,8 +14,7 @@
 #include <lockstep.h>
 
 #include "tests/tap.h"
-
-#define MAX_DEVICES 32
+#include "tests/devices.h"
 
 typedef struct tcase {
     int64_t rows, cols;
@@ -36,45 +35,6 @@ static uint64_t rng;
 static float rnd(void) /* [-4, 4) */
 {
     return (float)((double)(tap_rand(&rng) >> 40) / (double)(1ull << 21) - 4.0);
-}
-
-static size_t esize(lk_dtype d)
-{
-    return d == LK_F32 ? 4 : 2;
-}
-
-/* f32 values into dtype d (bf16: the high half, which is exact for the
- * test's purpose: the same bits go to every call). */
-static void fill(void *dst, lk_dtype d, const float *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (d == LK_F32) {
-            ((float *)dst)[i] = v[i];
-        } else {
-            uint32_t b;
-            memcpy(&b, &v[i], 4);
-            ((uint16_t *)dst)[i] = (uint16_t)(b >> 16);
-        }
-    }
-}
-
-typedef struct dbuf {
-    void *p;
-    size_t bytes;
-} dbuf;
-
-static int up(lk_device *d, lk_queue *q, dbuf *b, const void *host, size_t bytes)
-{
-    b->bytes = bytes;
-    if (lk_malloc(d, bytes, &b->p) != LK_OK)
-        return 0;
-    return host == NULL || lk_memcpy(q, b->p, host, bytes, LK_COPY_HOST_TO_DEVICE) == LK_OK;
-}
-
-static int down(lk_queue *q, void *host, const dbuf *b)
-{
-    return lk_memcpy(q, host, b->p, b->bytes, LK_COPY_DEVICE_TO_HOST) == LK_OK &&
-           lk_queue_sync(q) == LK_OK;
 }
 
 static void run_case(lk_device *d, lk_queue *q, const tcase *c, int ci)
@@ -103,14 +63,15 @@ static void run_case(lk_device *d, lk_queue *q, const tcase *c, int ci)
             v[2 * K + i] = i % 2 ? -0.0f : 0.0f;
     if (R > 3)
         v[3 * K + K - 1] = 3e38f;
-    fill(xh, c->xd, v, n);
-    fill(wh, c->wd ? c->wd : LK_F32, wv, (size_t)K);
+    test_fill(xh, c->xd, v, n);
+    test_fill(wh, c->wd ? c->wd : LK_F32, wv, (size_t)K);
 
     dbuf xb = {0}, wb = {0}, yb = {0}, q1b = {0}, q2b = {0}, s1b = {0}, s2b = {0};
-    int okb = up(d, q, &xb, xh, n * esize(c->xd)) &&
-              (!c->wd || up(d, q, &wb, wh, (size_t)K * esize(c->wd))) &&
-              up(d, q, &yb, NULL, n * 4) && up(d, q, &q1b, NULL, n) && up(d, q, &q2b, NULL, n) &&
-              up(d, q, &s1b, NULL, (size_t)R * 4) && up(d, q, &s2b, NULL, (size_t)R * 4);
+    int okb = dbuf_up(d, q, &xb, xh, n * test_esize(c->xd)) &&
+              (!c->wd || dbuf_up(d, q, &wb, wh, (size_t)K * test_esize(c->wd))) &&
+              dbuf_up(d, q, &yb, NULL, n * 4) && dbuf_up(d, q, &q1b, NULL, n) &&
+              dbuf_up(d, q, &q2b, NULL, n) &&
+              dbuf_up(d, q, &s1b, NULL, (size_t)R * 4) && dbuf_up(d, q, &s2b, NULL, (size_t)R * 4);
     if (!okb)
         bail("%s: no device memory: %s", lk_device_name(d), lk_last_error());
     lk_tensor x = lk_mat(xb.p, c->xd, R, K), w = lk_mat(wb.p, c->wd, 1, K);
@@ -126,8 +87,8 @@ static void run_case(lk_device *d, lk_queue *q, const tcase *c, int ci)
     } else {
         lk_status st2 = lk_rmsnorm(q, &x, wp, c->eps, &y);
         lk_status st3 = lk_quantize_act(q, &y, &t2, &sc2);
-        int good = st == LK_OK && st2 == LK_OK && st3 == LK_OK && down(q, q1, &q1b) &&
-                   down(q, q2, &q2b) && down(q, s1, &s1b) && down(q, s2, &s2b);
+        int good = st == LK_OK && st2 == LK_OK && st3 == LK_OK && dbuf_down(q, q1, &q1b) &&
+                   dbuf_down(q, q2, &q2b) && dbuf_down(q, s1, &s1b) && dbuf_down(q, s2, &s2b);
         int same = good && !memcmp(q1, q2, n) && !memcmp(s1, s2, (size_t)R * 4);
         ok(same, "[%d] %s w:%s eps=%g %lldx%lld on %s: fused == rmsnorm + quantize_act", ci,
            c->xd == LK_F32 ? "f32" : "bf16", !c->wd ? "none" : c->wd == LK_F32 ? "f32" : "bf16",
@@ -202,24 +163,11 @@ static void test_errors(lk_queue *q)
 int main(void)
 {
     uint64_t seed = tap_seed();
-    lk_context *ctx;
-    if (lk_context_create(&ctx) != LK_OK)
-        bail("no context: %s", lk_last_error());
-    lk_device *devs[MAX_DEVICES];
-    lk_queue *qs[MAX_DEVICES];
-    lk_queue *ref_q = NULL;
-    int nd = 0;
-    for (int i = 0; i < lk_device_count(ctx) && nd < MAX_DEVICES; i++) {
-        if (lk_device_get(ctx, i, &devs[nd]) != LK_OK)
-            continue;
-        if (lk_queue_create(devs[nd], NULL, &qs[nd]) != LK_OK)
-            bail("no queue on %s: %s", lk_device_name(devs[nd]), lk_last_error());
-        if (!strcmp(lk_device_name(devs[nd]), "ref"))
-            ref_q = qs[nd];
-        nd++;
-    }
-    if (!ref_q)
-        bail("no reference device");
+    test_devices t;
+    test_devices_open(&t);
+    lk_device **devs = t.dev;
+    lk_queue **qs = t.q, *ref_q = t.ref_q;
+    const int nd = t.n;
     plan(nd * NCASES + 10);
     for (int d = 0; d < nd; d++) {
         rng = seed;
@@ -227,8 +175,6 @@ int main(void)
             run_case(devs[d], qs[d], &cases[c], c);
     }
     test_errors(ref_q);
-    for (int d = 0; d < nd; d++)
-        lk_queue_destroy(qs[d]);
-    lk_context_destroy(ctx);
+    test_devices_close(&t);
     return done_testing();
 }
