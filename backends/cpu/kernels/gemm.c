@@ -716,9 +716,9 @@ static void wp_rows(void *v, int64_t r0, int64_t r1, int tid)
         lk_cpu_weights_panels(j->w, j->p, r0, r1);
 }
 
-/* The weights slots of every x86 variant: the float layout follows this
- * variant's GEMM_NR; the ternary layout is the same for all of them (rows
- * of whole 64-byte vectors suit 256- and 512-bit kernels alike). */
+/* The weights slots of every variant: the float layout follows this
+ * variant's GEMM_NR, the ternary one its vector and tile widths
+ * (prepared.h). */
 lk_status LK_CPU_KERNEL(weights_prepare)(void *queue, const lk_weights_args *args,
                                          void **prepared);
 lk_status LK_CPU_KERNEL(weights_prepare)(void *queue, const lk_weights_args *args,
@@ -738,8 +738,10 @@ lk_status LK_CPU_KERNEL(weights_prepare)(void *queue, const lk_weights_args *arg
     size_t bytes;
     if (w->dtype == LK_T2) {
         p->ldw = ((w->cols + 3) / 4 + 63) / 64 * 64;
-        bytes = (size_t)w->rows * (size_t)p->ldw;
-        items = w->rows;
+        p->il = LK_T2_IL;
+        p->ilb = 4 * VW;
+        items = (w->rows + p->il - 1) / p->il * p->il;
+        bytes = (size_t)items * (size_t)p->ldw;
         p->scale_cols = args->w_scale.cols;
         p->scale = (float *)malloc((size_t)p->scale_cols * sizeof(float));
         if (p->scale != NULL)

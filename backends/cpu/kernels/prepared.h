@@ -14,9 +14,15 @@
  * shuffle port bounds the plain widening at about 50 GB/s per Zen 4 core).
  *
  * Ternary weights (LK_T2): the canonical packed rows, each padded with
- * zero bytes to `ldw` bytes (a multiple of 64), 64-byte aligned, so that
- * every row is whole vectors (x is zero past K, so the padding codes add
- * nothing) and the kernels need no tail copies.  The scale is copied. */
+ * zero bytes to `ldw` bytes (a multiple of 64), so that every row is whole
+ * vectors (x is zero past K, so the padding codes add nothing) and the
+ * kernels need no tail copies, then interleaved in blocks of `il` rows
+ * (LK_T2_IL, a GEMM tile's weight rows): the vector of `ilb` bytes c of
+ * row r lies at (r / il * il * ldw) + (c * il + r % il) * ilb, rows past N
+ * zero.  A tile's rows are then one stream in memory order, which is what
+ * the hardware prefetchers follow from memory, and the GEMV loads each
+ * vector of x once for `il` rows instead of once per row.  The scale is
+ * copied. */
 #ifndef LK_CPU_KERNELS_PREPARED_H
 #define LK_CPU_KERNELS_PREPARED_H
 
@@ -34,6 +40,7 @@ typedef struct lk_cpu_weights {
     int nr;             /* float: rows per panel */
     int pair;           /* bf16: elements per interleaved chunk (above) */
     int64_t ldw;        /* LK_T2: bytes per row */
+    int il, ilb;        /* LK_T2: rows per interleaved block, bytes per vector */
     void *data;         /* 64-byte aligned */
     float *scale;       /* LK_T2: w_scale, scale_cols values */
     int64_t scale_cols;
@@ -54,15 +61,26 @@ static inline void *lk_cpu_weights_alloc(size_t bytes)
     return aligned_alloc(64, (bytes + 63) / 64 * 64);
 }
 
-/* Rows [r0, r1) of the canonical packed w into the padded layout. */
+/* A GEMM tile's weight rows on this variant's vectors (qgemm.h's QG_NT):
+ * the ternary blocks interleave this many rows. */
+#define LK_T2_IL (VW == 16 ? 4 : 2)
+
+/* Rows [r0, r1) of the canonical packed w into the interleaved layout;
+ * rows from w->rows up to a whole block are zero. */
 static inline void lk_cpu_weights_t2_rows(const lk_tensor *w, lk_cpu_weights *p, int64_t r0,
                                           int64_t r1)
 {
-    const int64_t rowbytes = (w->cols + 3) / 4;
+    const int64_t rowbytes = (w->cols + 3) / 4, ilb = p->ilb, nv = p->ldw / ilb;
     for (int64_t r = r0; r < r1; r++) {
-        uint8_t *d = (uint8_t *)p->data + r * p->ldw;
-        memcpy(d, lk_t2_row(w, r), (size_t)rowbytes);
-        memset(d + rowbytes, 0, (size_t)(p->ldw - rowbytes));
+        uint8_t *d = (uint8_t *)p->data + r / p->il * p->il * p->ldw + r % p->il * ilb;
+        const uint8_t *s = r < w->rows ? lk_t2_row(w, r) : NULL;
+        for (int64_t c = 0; c < nv; c++, d += p->il * ilb) {
+            const int64_t have = s == NULL ? 0 : rowbytes - c * ilb;
+            const int64_t cnt = have < 0 ? 0 : have > ilb ? ilb : have;
+            if (cnt > 0)
+                memcpy(d, s + c * ilb, (size_t)cnt);
+            memset(d + cnt, 0, (size_t)(ilb - cnt));
+        }
     }
 }
 

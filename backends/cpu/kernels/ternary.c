@@ -107,7 +107,12 @@ typedef struct tq_ctx {
     int64_t groups;      /* kp / TQ_G */
     int64_t full;        /* groups whose packed bytes lie inside every row */
     int64_t rowbytes;    /* ceil(K / 4) */
+    int il;              /* prepared weights: rows interleaved by QG_NT (prepared.h) */
 } tq_ctx;
+
+#if LK_T2_IL != QG_NT
+#error "prepared ternary blocks must be a GEMM tile's rows"
+#endif
 
 /* A GEMM tile reads QG_NT weight rows in short interleaved runs, too short
  * for the hardware prefetchers to catch on the first pass: ask for what
@@ -299,6 +304,165 @@ static int32_t tq_row(const tq_ctx *c, const uint8_t *w, const int8_t *x, int32_
     return (int32_t)((uint32_t)vi_hsum(s) - (uint32_t)xsum);
 }
 
+/* ---- GEMV on prepared (interleaved) weights ---- */
+
+/* Software prefetches for one group of a block: its QG_NT vectors. */
+LK_INLINE void tq_prefetch_block(const uint8_t *p)
+{
+    for (int i = 0; i < QG_NT * TQ_VB; i += 64)
+        __builtin_prefetch(p + i + TQ_ROW_PREFETCH);
+}
+
+#if LK_VEC_VNNI
+/* One row of a block into two accumulators: slots 0 and 2 as codes (b & 3,
+ * h & 3 with h = b >> 4), slots 1 and 3 as 4 * code (b & 0x0c, h & 0x0c),
+ * as tq_group1m splits them.  A lane of `hi` gains at most 2 * 4 * 3 *
+ * 128 * 4 per group, so K <= TQ_SCALED_MAX_K keeps it below 2^31 and the
+ * one shift at the end exact. */
+#define TQ_ROW2(b, lo, hi)                                              \
+    do {                                                                \
+        const vi h_ = vi_srli16(b, 4);                                  \
+        lo = vi_dot_u8s8(vi_dot_u8s8(lo, vi_and(b, m3), x0), vi_and(h_, m3), x2); \
+        hi = vi_dot_u8s8(vi_dot_u8s8(hi, vi_and(b, mc), x1), vi_and(h_, mc), x3); \
+    } while (0)
+
+#define TQ_ROW2_OUT(r, lo, hi) \
+    out[r] = (int32_t)((uint32_t)vi_hsum(vi_add(lo, vi_srai(hi, 2))) - (uint32_t)xsum)
+
+/* The QG_NT rows of one block: each vector of x loaded once for all of
+ * them.  Named accumulators, two per row, and the prefetch decided outside
+ * the loop: with an array of sixteen, or a branch in the loop, GCC spilled
+ * accumulators and reloaded x for every row. */
+LK_INLINE void tq_block_vnni(const tq_ctx *c, const uint8_t *blk, const int8_t *x, int32_t xsum,
+                             int32_t *out, const int prefetch)
+{
+    vi l0 = vi_zero(), h0 = vi_zero(), l1 = vi_zero(), h1 = vi_zero();
+#if QG_NT == 4
+    vi l2 = vi_zero(), h2 = vi_zero(), l3 = vi_zero(), h3 = vi_zero();
+#endif
+    const vi m3 = vi_set1_8(0x03), mc = vi_set1_8(0x0c);
+    const uint8_t *wg = blk;
+    const int8_t *xg = x;
+    for (int64_t g = 0; g < c->groups; g++, wg += QG_NT * TQ_VB, xg += TQ_G) {
+        if (prefetch)
+            tq_prefetch_block(wg);
+        const vi x0 = vi_load(xg), x1 = vi_load(xg + TQ_VB), x2 = vi_load(xg + 2 * TQ_VB);
+        const vi x3 = vi_load(xg + 3 * TQ_VB);
+        TQ_ROW2(vi_load(wg), l0, h0);
+        TQ_ROW2(vi_load(wg + TQ_VB), l1, h1);
+#if QG_NT == 4
+        TQ_ROW2(vi_load(wg + 2 * TQ_VB), l2, h2);
+        TQ_ROW2(vi_load(wg + 3 * TQ_VB), l3, h3);
+#endif
+    }
+    TQ_ROW2_OUT(0, l0, h0);
+    TQ_ROW2_OUT(1, l1, h1);
+#if QG_NT == 4
+    TQ_ROW2_OUT(2, l2, h2);
+    TQ_ROW2_OUT(3, l3, h3);
+#endif
+}
+
+static void tq_block_scaled(const tq_ctx *c, const uint8_t *blk, const int8_t *x, int32_t xsum,
+                            int32_t *out)
+{
+    if (lk_cpu_prefetch)
+        tq_block_vnni(c, blk, x, xsum, out, 1);
+    else
+        tq_block_vnni(c, blk, x, xsum, out, 0);
+}
+#endif
+
+#ifdef LK_VEC_MADDUBS16
+/* The QG_NT rows of one block with tq_group1m's int16 sums (bounds above:
+ * one lo and one hi per row take the TQ_FLUSH groups' eight products). */
+static void tq_block_m16(const tq_ctx *c, const uint8_t *blk, const int8_t *x, int32_t xsum,
+                         int32_t *out)
+{
+    vi a[QG_NT], lo[QG_NT], hi[QG_NT];
+    for (int r = 0; r < QG_NT; r++)
+        a[r] = lo[r] = hi[r] = vi_zero();
+    const vi m3 = vi_set1_8(0x03), mc = vi_set1_8(0x0c);
+    for (int64_t g = 0; g < c->groups; g++) {
+        const uint8_t *wg = blk + g * QG_NT * TQ_VB;
+        const int8_t *xg = x + g * TQ_G;
+        if (lk_cpu_prefetch)
+            tq_prefetch_block(wg);
+        const vi x0 = vi_load(xg), x1 = vi_load(xg + TQ_VB), x2 = vi_load(xg + 2 * TQ_VB);
+        const vi x3 = vi_load(xg + 3 * TQ_VB);
+LK_UNROLL(4)
+        for (int r = 0; r < QG_NT; r++) {
+            const vi b = vi_load(wg + r * TQ_VB), h = vi_srli16(b, 4);
+            lo[r] = vi_add16(lo[r], vi_maddubs16(vi_and(b, m3), x0));
+            hi[r] = vi_add16(hi[r], vi_maddubs16(vi_and(b, mc), x1));
+            lo[r] = vi_add16(lo[r], vi_maddubs16(vi_and(h, m3), x2));
+            hi[r] = vi_add16(hi[r], vi_maddubs16(vi_and(h, mc), x3));
+        }
+        if (g % TQ_FLUSH == TQ_FLUSH - 1 || g + 1 == c->groups)
+            for (int r = 0; r < QG_NT; r++) {
+                a[r] = vi_widen16(a[r], vi_add16(lo[r], vi_srai16(hi[r], 2)));
+                lo[r] = hi[r] = vi_zero();
+            }
+    }
+    for (int r = 0; r < QG_NT; r++)
+        out[r] = (int32_t)((uint32_t)vi_hsum(a[r]) - (uint32_t)xsum);
+}
+#endif
+
+/* One block's QG_NT rows of a GEMV (rows past N are the layout's zeros). */
+static void tq_block(const tq_ctx *c, const uint8_t *blk, const int8_t *x, int32_t xsum,
+                     int32_t *out)
+{
+#if LK_VEC_VNNI
+    if (c->kp <= TQ_SCALED_MAX_K) {
+        tq_block_scaled(c, blk, x, xsum, out);
+        return;
+    }
+#endif
+#ifdef LK_VEC_MADDUBS16
+    tq_block_m16(c, blk, x, xsum, out);
+#else
+    vi acc[QG_MT][QG_NT];
+    for (int r = 0; r < QG_NT; r++)
+        acc[0][r] = vi_zero();
+    const uint8_t *w[QG_NT];
+    for (int64_t g = 0; g < c->groups; g++) {
+        for (int r = 0; r < QG_NT; r++)
+            w[r] = blk + (g * QG_NT + r) * TQ_VB;
+        tq_group(1, QG_NT, acc, w, x + g * TQ_G, c->kp, 0);
+    }
+    for (int r = 0; r < QG_NT; r++)
+        out[r] = (int32_t)((uint32_t)vi_hsum(acc[0][r]) - (uint32_t)xsum);
+#endif
+}
+
+/* A tile on prepared weights: n0 starts a block (tiles are whole blocks). */
+LK_INLINE void tq_tile_il(const int mt, const int nt, const tq_ctx *c, const uint8_t *blk,
+                          const int8_t *x, int64_t m0, int32_t *out, int64_t ldo)
+{
+    if (mt == 1) {
+        int32_t r[QG_NT];
+        tq_block(c, blk, x, c->xsum[m0], r);
+        for (int n = 0; n < nt; n++)
+            out[n] = r[n];
+        return;
+    }
+    vi acc[QG_MT][QG_NT];
+    for (int m = 0; m < QG_MT; m++)
+        for (int n = 0; n < QG_NT; n++)
+            acc[m][n] = vi_zero();
+    const uint8_t *w[QG_NT];
+    for (int64_t g = 0; g < c->groups; g++) {
+        for (int n = 0; n < nt; n++)
+            w[n] = blk + (g * QG_NT + n) * TQ_VB;
+        tq_group(mt, nt, acc, w, x + g * TQ_G, c->kp, 1);
+    }
+    for (int m = 0; m < mt; m++)
+        for (int n = 0; n < nt; n++)
+            out[m * ldo + n] =
+                (int32_t)((uint32_t)vi_hsum(acc[m][n]) - (uint32_t)c->xsum[m0 + m]);
+}
+
 LK_INLINE void tq_tile_mn(const int mt, const int nt, const qg_job *j, int64_t m0, int64_t n0,
                           int32_t *out, int64_t ldo)
 {
@@ -307,6 +471,10 @@ LK_INLINE void tq_tile_mn(const int mt, const int nt, const qg_job *j, int64_t m
     const int64_t ldw = q->w.ld / 4;
     const uint8_t *w0 = (const uint8_t *)q->w.data + n0 * ldw;
     const int8_t *x = c->xp + m0 * c->kp;
+    if (c->il) { /* n0 is a multiple of QG_NT: the block's first row */
+        tq_tile_il(mt, nt, c, w0, x, m0, out, ldo);
+        return;
+    }
     if (mt == 1) {
         for (int n = 0; n < nt; n++)
             out[n] = tq_row(c, w0 + n * ldw, x, c->xsum[m0]);
@@ -389,9 +557,10 @@ static void tq_prepare_rows(void *p, int64_t m0, int64_t m1, int tid)
     }
 }
 
-/* padded: every row of q->w is readable to a whole number of groups
- * (prepared weights), so no group needs its tail copied. */
-static lk_status tq_run(lk_cpu_queue *cq, const lk_qgemm_args *q, int padded)
+/* prepared: q->w is in the interleaved layout of prepared.h (rows of
+ * whole groups, blocks of QG_NT rows, the data pointer at block 0), so no
+ * group needs its tail copied and a tile's rows are one stream. */
+static lk_status tq_run(lk_cpu_queue *cq, const lk_qgemm_args *q, int prepared)
 {
     if (q->m == 0 || q->n == 0)
         return LK_OK;
@@ -399,7 +568,8 @@ static lk_status tq_run(lk_cpu_queue *cq, const lk_qgemm_args *q, int padded)
     c.groups = (q->k + TQ_G - 1) / TQ_G;
     c.kp = c.groups * TQ_G;
     c.rowbytes = (q->k + 3) / 4;
-    c.full = padded ? c.groups : c.rowbytes / TQ_VB;
+    c.full = prepared ? c.groups : c.rowbytes / TQ_VB;
+    c.il = prepared;
     char *mem = (char *)lk_cpu_scratch(cq, (size_t)q->m * (size_t)c.kp + (size_t)q->m * 4 + 64,
                                        "lk_ternary_gemm");
     if (mem == NULL)
@@ -415,12 +585,13 @@ static lk_status tq_run(lk_cpu_queue *cq, const lk_qgemm_args *q, int padded)
 
 LK_CPU_DEFINE(ternary_gemm, lk_qgemm_args) { return tq_run((lk_cpu_queue *)queue, args, 0); }
 
-/* On prepared weights (prepared.h): the canonical rows padded to whole
- * 64-byte vectors, so the same kernels run without tail copies. */
+/* On prepared weights (prepared.h): rows padded to whole 64-byte vectors
+ * and interleaved in blocks of a tile's rows, so the kernels run without
+ * tail copies and load x once per block. */
 LK_CPU_DEFINE(ternary_linear, lk_linear_args)
 {
     const lk_cpu_weights *w = (const lk_cpu_weights *)args->prepared;
-    if (w->dtype != LK_T2 || w->ldw % TQ_VB != 0)
+    if (w->dtype != LK_T2 || w->ldw % TQ_VB != 0 || w->il != QG_NT || w->ilb != TQ_VB)
         return lk_error(LK_ERR_INTERNAL,
                         "lk_ternary_linear: weights prepared for another kernel");
     lk_qgemm_args q;
