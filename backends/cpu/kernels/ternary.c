@@ -409,58 +409,25 @@ LK_UNROLL(4)
 }
 #endif
 
-/* One block's QG_NT rows of a GEMV (rows past N are the layout's zeros). */
-static void tq_block(const tq_ctx *c, const uint8_t *blk, const int8_t *x, int32_t xsum,
-                     int32_t *out)
+/* One block's QG_NT rows of a GEMV (rows past N are the layout's zeros)
+ * with this ISA's block kernel; 0 where it has none (NEON: the tile's
+ * group loop below serves). */
+static int tq_block(const tq_ctx *c, const uint8_t *blk, const int8_t *x, int32_t xsum,
+                    int32_t *out)
 {
 #if LK_VEC_VNNI
     if (c->kp <= TQ_SCALED_MAX_K) {
         tq_block_scaled(c, blk, x, xsum, out);
-        return;
+        return 1;
     }
 #endif
 #ifdef LK_VEC_MADDUBS16
     tq_block_m16(c, blk, x, xsum, out);
+    return 1;
 #else
-    vi acc[QG_MT][QG_NT];
-    for (int r = 0; r < QG_NT; r++)
-        acc[0][r] = vi_zero();
-    const uint8_t *w[QG_NT];
-    for (int64_t g = 0; g < c->groups; g++) {
-        for (int r = 0; r < QG_NT; r++)
-            w[r] = blk + (g * QG_NT + r) * TQ_VB;
-        tq_group(1, QG_NT, acc, w, x + g * TQ_G, c->kp, 0);
-    }
-    for (int r = 0; r < QG_NT; r++)
-        out[r] = (int32_t)((uint32_t)vi_hsum(acc[0][r]) - (uint32_t)xsum);
+    (void)c, (void)blk, (void)x, (void)xsum, (void)out;
+    return 0;
 #endif
-}
-
-/* A tile on prepared weights: n0 starts a block (tiles are whole blocks). */
-LK_INLINE void tq_tile_il(const int mt, const int nt, const tq_ctx *c, const uint8_t *blk,
-                          const int8_t *x, int64_t m0, int32_t *out, int64_t ldo)
-{
-    if (mt == 1) {
-        int32_t r[QG_NT];
-        tq_block(c, blk, x, c->xsum[m0], r);
-        for (int n = 0; n < nt; n++)
-            out[n] = r[n];
-        return;
-    }
-    vi acc[QG_MT][QG_NT];
-    for (int m = 0; m < QG_MT; m++)
-        for (int n = 0; n < QG_NT; n++)
-            acc[m][n] = vi_zero();
-    const uint8_t *w[QG_NT];
-    for (int64_t g = 0; g < c->groups; g++) {
-        for (int n = 0; n < nt; n++)
-            w[n] = blk + (g * QG_NT + n) * TQ_VB;
-        tq_group(mt, nt, acc, w, x + g * TQ_G, c->kp, 1);
-    }
-    for (int m = 0; m < mt; m++)
-        for (int n = 0; n < nt; n++)
-            out[m * ldo + n] =
-                (int32_t)((uint32_t)vi_hsum(acc[m][n]) - (uint32_t)c->xsum[m0 + m]);
 }
 
 LK_INLINE void tq_tile_mn(const int mt, const int nt, const qg_job *j, int64_t m0, int64_t n0,
@@ -469,13 +436,20 @@ LK_INLINE void tq_tile_mn(const int mt, const int nt, const qg_job *j, int64_t m
     const tq_ctx *c = (const tq_ctx *)j->ctx;
     const lk_qgemm_args *q = j->q;
     const int64_t ldw = q->w.ld / 4;
+    /* vector g of row n0 + n at w0 + n * rs + g * gs: rows of ldw bytes,
+     * or (prepared) the interleaved block that n0, a multiple of QG_NT,
+     * starts */
     const uint8_t *w0 = (const uint8_t *)q->w.data + n0 * ldw;
+    const int64_t rs = c->il ? TQ_VB : ldw, gs = c->il ? QG_NT * TQ_VB : TQ_VB;
     const int8_t *x = c->xp + m0 * c->kp;
-    if (c->il) { /* n0 is a multiple of QG_NT: the block's first row */
-        tq_tile_il(mt, nt, c, w0, x, m0, out, ldo);
-        return;
-    }
-    if (mt == 1) {
+    if (mt == 1 && c->il) {
+        int32_t r[QG_NT];
+        if (tq_block(c, w0, x, c->xsum[m0], r)) {
+            for (int n = 0; n < nt; n++)
+                out[n] = r[n];
+            return;
+        }
+    } else if (mt == 1) {
         for (int n = 0; n < nt; n++)
             out[n] = tq_row(c, w0 + n * ldw, x, c->xsum[m0]);
         return;
@@ -488,7 +462,7 @@ LK_INLINE void tq_tile_mn(const int mt, const int nt, const qg_job *j, int64_t m
     int64_t g = 0;
     for (; g < c->full; g++) {
         for (int n = 0; n < nt; n++)
-            w[n] = w0 + n * ldw + g * TQ_VB;
+            w[n] = w0 + n * rs + g * gs;
         tq_group(mt, nt, acc, w, x + g * TQ_G, c->kp, 1);
     }
     if (g < c->groups) { /* the last bytes of each row, copied: no read past it */
