@@ -11,7 +11,6 @@
 #include "config.h"
 #endif
 
-#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,20 +19,10 @@
 #include <lockstep.h>
 
 #include "tests/tap.h"
+#include "tests/devices.h"
 
 #define ROWS 2048
 #define COLS 4096
-
-static uint64_t rng = 0x57e4a3u;
-
-static uint64_t next(void)
-{
-    rng += 0x9e3779b97f4a7c15ull;
-    uint64_t x = rng;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 
 enum { OP_RMS, OP_LAYER, OP_SOFTMAX, OP_LOGSOFTMAX, OP_COUNT };
 static const char *const op_name[OP_COUNT] = {"RMSNorm", "LayerNorm", "softmax", "log-softmax"};
@@ -43,24 +32,18 @@ static const char *const op_name[OP_COUNT] = {"RMSNorm", "LayerNorm", "softmax",
 static lk_status run(lk_device *d, lk_queue *q, int op, const float *x, int64_t ld, float *y)
 {
     const size_t bytes = (size_t)(ROWS * ld) * 4;
-    void *dx = NULL, *dy = NULL, *dw = NULL;
+    dbuf dx = {0}, dy = {0}, dw = {0};
     float w[COLS];
     for (int i = 0; i < COLS; i++)
         w[i] = 0.5f + (float)(i % 7) * 0.25f;
-    lk_status st = lk_malloc(d, bytes, &dx);
-    if (st == LK_OK)
-        st = lk_malloc(d, bytes, &dy);
-    if (st == LK_OK)
-        st = lk_malloc(d, sizeof w, &dw);
-    if (st == LK_OK)
-        st = lk_memcpy(q, dx, x, bytes, LK_COPY_HOST_TO_DEVICE);
-    if (st == LK_OK)
-        st = lk_memcpy(q, dy, y, bytes, LK_COPY_HOST_TO_DEVICE);
-    if (st == LK_OK)
-        st = lk_memcpy(q, dw, w, sizeof w, LK_COPY_HOST_TO_DEVICE);
+    lk_status st = dbuf_up(d, q, &dx, x, bytes) && dbuf_up(d, q, &dy, y, bytes) &&
+                           dbuf_up(d, q, &dw, w, sizeof w)
+                       ? LK_OK
+                       : LK_ERR_OUT_OF_MEMORY;
     if (st == LK_OK) {
-        lk_tensor tx = lk_mat_ld(dx, LK_F32, ROWS, COLS, ld), ty = lk_mat_ld(dy, LK_F32, ROWS, COLS, ld);
-        lk_tensor tw = lk_mat(dw, LK_F32, 1, COLS);
+        lk_tensor tx = lk_mat_ld(dx.p, LK_F32, ROWS, COLS, ld);
+        lk_tensor ty = lk_mat_ld(dy.p, LK_F32, ROWS, COLS, ld);
+        lk_tensor tw = lk_mat(dw.p, LK_F32, 1, COLS);
         switch (op) {
         case OP_RMS: st = lk_rmsnorm(q, &tx, &tw, 1e-5f, &ty); break;
         case OP_LAYER: st = lk_layernorm(q, &tx, &tw, NULL, 1e-5f, &ty); break;
@@ -68,55 +51,47 @@ static lk_status run(lk_device *d, lk_queue *q, int op, const float *x, int64_t 
         default: st = lk_log_softmax(q, &tx, &ty); break;
         }
     }
-    if (st == LK_OK)
-        st = lk_memcpy(q, y, dy, bytes, LK_COPY_DEVICE_TO_HOST);
-    if (st == LK_OK)
-        st = lk_queue_sync(q);
-    lk_free(d, dx);
-    lk_free(d, dy);
-    lk_free(d, dw);
+    if (st == LK_OK && !dbuf_down(q, y, &dy))
+        st = LK_ERR_INTERNAL;
+    dbuf_free(d, &dx);
+    dbuf_free(d, &dy);
+    dbuf_free(d, &dw);
     return st;
+}
+
+/* emulated devices: too slow at this size */
+static int emulated(lk_device *d)
+{
+    return strstr(lk_device_name(d), "@simde") != NULL;
 }
 
 int main(void)
 {
-    const char *s = getenv("LOCKSTEP_TEST_SEED");
-    if (s)
-        rng = strtoull(s, NULL, 0);
-    diag("seed %" PRIu64 " (LOCKSTEP_TEST_SEED)", rng);
-    lk_context *ctx;
-    if (lk_context_create(&ctx) != LK_OK) {
-        plan(1);
-        ok(0, "lk_context_create: %s", lk_last_error());
-        return 1;
-    }
+    uint64_t rng = tap_seed();
+    test_devices t;
+    test_devices_open(&t);
     const int64_t lds[2] = {COLS, COLS + 1};
     /* quick runs (emulated CPUs under qemu): the aligned stride only */
     const int nl = getenv("LOCKSTEP_TEST_QUICK") ? 1 : 2;
     const size_t cap = (size_t)ROWS * (COLS + 1);
     float *x = malloc(cap * 4), *want = malloc(cap * 4), *got = malloc(cap * 4);
     lk_device *ref = NULL;
-    lk_queue *rq = NULL;
-    int n = lk_device_count(ctx), others = 0;
-    for (int i = 0; i < n; i++) {
-        lk_device *d;
-        lk_device_props p;
-        if (lk_device_get(ctx, i, &d) != LK_OK || lk_device_props_get(d, &p) != LK_OK)
-            continue;
-        if (strcmp(p.name, "ref") == 0)
-            ref = d;
-        else if (strstr(p.name, "@simde") == NULL) /* emulated: too slow at this size */
+    int others = 0;
+    for (int i = 0; i < t.n; i++) {
+        if (t.q[i] == t.ref_q)
+            ref = t.dev[i];
+        else if (!emulated(t.dev[i]))
             others++;
     }
     plan(others > 0 ? others * OP_COUNT * nl : 1);
-    if (!x || !want || !got || !ref || lk_queue_create(ref, NULL, &rq) != LK_OK) {
-        skip(others > 0 ? others * OP_COUNT * nl : 1, "no memory or no ref device");
+    if (!x || !want || !got) {
+        skip(others > 0 ? others * OP_COUNT * nl : 1, "no memory");
         return 0;
     }
     if (others == 0)
         skip(1, "the reference is the only device (emulated ones are left out at this size)");
     for (size_t i = 0; i < cap; i++) {
-        const uint64_t r = next();
+        const uint64_t r = tap_rand(&rng);
         x[i] = (float)((double)(r >> 40) / (double)(1u << 24)) * 8.0f - 4.0f;
         if (r % 100003 == 0)
             x[i] = (r >> 20) % 3 == 0 ? NAN : (r >> 20) % 3 == 1 ? INFINITY : -0.0f;
@@ -124,33 +99,26 @@ int main(void)
     for (int op = 0; op < OP_COUNT; op++) {
         for (int l = 0; l < nl; l++) {
             memset(want, 0, cap * 4);
-            const lk_status rs = run(ref, rq, op, x, lds[l], want);
-            for (int i = 0; i < n; i++) {
-                lk_device *d;
-                lk_device_props p;
-                lk_queue *q = NULL;
-                if (lk_device_get(ctx, i, &d) != LK_OK || lk_device_props_get(d, &p) != LK_OK ||
-                    d == ref || strstr(p.name, "@simde") != NULL)
+            const lk_status rs = run(ref, t.ref_q, op, x, lds[l], want);
+            for (int i = 0; i < t.n; i++) {
+                if (t.q[i] == t.ref_q || emulated(t.dev[i]))
                     continue;
+                const char *name = lk_device_name(t.dev[i]);
                 memset(got, 0, cap * 4);
-                lk_status st = lk_queue_create(d, NULL, &q);
-                if (st == LK_OK)
-                    st = run(d, q, op, x, lds[l], got);
-                lk_queue_destroy(q);
+                lk_status st = run(t.dev[i], t.q[i], op, x, lds[l], got);
                 if (st == LK_ERR_UNSUPPORTED) {
-                    skip(1, "%s: %s not supported", p.name, op_name[op]);
+                    skip(1, "%s: %s not supported", name, op_name[op]);
                     continue;
                 }
                 ok(rs == LK_OK && st == LK_OK && memcmp(want, got, (size_t)(ROWS * lds[l]) * 4) == 0,
-                   "%s: %s of %d x %d f32 at row stride %lld (%s rows), bits of ref", p.name,
+                   "%s: %s of %d x %d f32 at row stride %lld (%s rows), bits of ref", name,
                    op_name[op], ROWS, COLS, (long long)lds[l], l == 0 ? "aligned" : "misaligned");
             }
         }
     }
-    lk_queue_destroy(rq);
     free(x);
     free(want);
     free(got);
-    lk_context_destroy(ctx);
+    test_devices_close(&t);
     return 0;
 }
