@@ -145,7 +145,7 @@ static void show_diff(const qcase *c, const void *g, const void *r)
 static const char *const variants[] = {"",       "128x128",         "64x128",
                                        "64x64",  "128x128-generic", "64x128-generic",
                                        "64x64-generic", "simt", "mma.sync",
-                                       "wgmma",  "wgmma-n128",      "wgmma-n256",
+                                       "wgmma",  "wgmma-n128",      "wgmma-n256", "wgmma-n64",
                                        "wgmma-ra", "wgmma-ra-x128",  "wgmma-ra-x256"};
 #define NVAR (sizeof variants / sizeof variants[0])
 

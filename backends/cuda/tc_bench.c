@@ -4,13 +4,19 @@
  *
  * bf16 GEMM C(f32, M x N) = A(M x K) . B(N x K)^T with the GPU's own tier
  * (LK_GEMM_TC_SM80 or _SM90) against cublasGemmEx (bf16 inputs, f32
- * compute and output) on the same stream, same data, same run: median of
- * the timed repetitions, TFLOP/s and the ratio ours/cuBLAS speed (issue 6
+ * compute and output) on the same stream, same data, same run: per call,
+ * the median over the repetitions of a batch of calls back to back (the
+ * GPU's time once the host runs ahead; a call alone on an idle stream and
+ * the host's time per call are printed beside it), TFLOP/s and the ratio
+ * ours/cuBLAS speed (issue 6
  * targets: >= 0.85 at 4096^3 and 8192^3, >= 0.8 at 2048x3072x768 and the
  * BitNet shapes).  Then ternary prefill (lk_ternary_gemm, int8 tensor
  * cores: wgmma on sm_90, the mma.sync kernels beside it) against cuBLAS
- * bf16 of the same shape (target: faster).  Timing
- * only: tests/test_tc.c and tests/test_tc_ternary.c check the bits. */
+ * bf16 of the same shape (target: faster).  LOCKSTEP_TC_BENCH_VARIANTS
+ * (comma-separated LOCKSTEP_CUDA_TC_KERNEL names, and int:NAME for
+ * LOCKSTEP_CUDA_TC_INT_KERNEL) times forced kernels beside the automatic
+ * choice.  Timing only: tests/test_tc.c and tests/test_tc_ternary.c check
+ * the bits. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -18,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -85,10 +92,28 @@ static void once(const call *g)
     }
 }
 
+#define BATCH 10 /* calls per batch: the GPU's time once the host runs ahead */
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
+
+/* The last time_us's single-call time (one call between two events on an
+ * idle stream: launch latency and the host's work included) and its host
+ * time per call (enqueueing only). */
+static double single_us, host_us;
+
+/* Median per-call time of batches of BATCH calls back to back, which is
+ * the GPU's time whenever the host enqueues faster than the GPU runs (as
+ * lockstep-cuda-bench's graph-timed batches); single_us and host_us as
+ * above. */
 static double time_us(const call *g)
 {
     cudaEvent_t e0, e1;
-    double t[64];
+    double t[64], t1[64], th[64];
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     for (int i = 0; i < 3; i++)
@@ -100,12 +125,48 @@ static double time_us(const call *g)
         CK(cudaEventRecord(e1, stream));
         CK(cudaEventSynchronize(e1));
         CK(cudaEventElapsedTime(&ms, e0, e1));
-        t[i] = ms * 1000.0;
+        t1[i] = ms * 1000.0;
+        CK(cudaEventRecord(e0, stream));
+        const double h0 = now_us();
+        for (int j = 0; j < BATCH; j++)
+            once(g);
+        th[i] = (now_us() - h0) / BATCH;
+        CK(cudaEventRecord(e1, stream));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        t[i] = ms * 1000.0 / BATCH;
     }
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
     qsort(t, (size_t)reps, sizeof t[0], cmp);
+    qsort(t1, (size_t)reps, sizeof t1[0], cmp);
+    qsort(th, (size_t)reps, sizeof th[0], cmp);
+    single_us = t1[reps / 2];
+    host_us = th[reps / 2];
     return t[reps / 2];
+}
+
+/* The forced kernels timed beside the automatic choice: a comma-separated
+ * list in LOCKSTEP_TC_BENCH_VARIANTS (LOCKSTEP_CUDA_TC_KERNEL names for
+ * bf16, LOCKSTEP_CUDA_TC_INT_KERNEL names for ternary), or none. */
+static void variants(const call *g, const char *env, double ref)
+{
+    const char *list = getenv("LOCKSTEP_TC_BENCH_VARIANTS");
+    char buf[512], *save = NULL;
+    if (!list || !*list)
+        return;
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *v = strtok_r(buf, ",", &save); v; v = strtok_r(NULL, ",", &save)) {
+        const int is_int = strncmp(v, "int:", 4) == 0;
+        if (is_int != (g->ours == 2))
+            continue;
+        if (is_int)
+            v += 4;
+        setenv(env, v, 1);
+        const double us = time_us(g);
+        printf("  [%s: %.1f us, ratio %.2f]", v, us, ref / us);
+    }
+    unsetenv(env);
 }
 
 static void bench(int64_t m, int64_t n, int64_t k, double goal)
@@ -123,34 +184,19 @@ static void bench(int64_t m, int64_t n, int64_t k, double goal)
     }
     CK(cudaMemcpy(g.a, h, na * 2, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(g.b, h, nb * 2, cudaMemcpyHostToDevice));
-    double ours = time_us(&g);
-    /* on sm_90 the automatic choice is wgmma: the mma.sync kernel beside it */
-    double sync_us = 0;
-    /* and the 64-row wgmma tiles (automatic only with LK_TC_WGMMA_BM64_AUTO) */
-    static const char *const bm64[] = {"wgmma-64x64", "wgmma-64x128", "wgmma-64x256"};
-    double bm64_us[3] = {0, 0, 0};
-    if (tier == LK_GEMM_TC_SM90 && !getenv("LOCKSTEP_CUDA_TC_KERNEL")) {
-        setenv("LOCKSTEP_CUDA_TC_KERNEL", "128x128", 1);
-        sync_us = time_us(&g);
-        if (m <= 2048)
-            for (int v = 0; v < 3; v++) {
-                setenv("LOCKSTEP_CUDA_TC_KERNEL", bm64[v], 1);
-                bm64_us[v] = time_us(&g);
-            }
-        unsetenv("LOCKSTEP_CUDA_TC_KERNEL");
-    }
     g.ours = 0;
-    double theirs = time_us(&g);
+    const double theirs = time_us(&g), theirs1 = single_us, theirs_host = host_us;
+    g.ours = 1;
+    const double ours = time_us(&g), ours1 = single_us, ours_host = host_us;
     double fl = 2.0 * (double)m * (double)n * (double)k;
     printf("bf16 gemm %5lldx%5lldx%5lld  lockstep %9.1f us %7.1f TFLOP/s  cuBLAS %9.1f us "
-           "%7.1f TFLOP/s  ratio %.2f  (target %.2f: %s)",
+           "%7.1f TFLOP/s  ratio %.2f  (target %.2f: %s)  single calls %.1f / %.1f us, "
+           "host %.1f / %.1f us",
            (long long)m, (long long)n, (long long)k, ours, fl / ours * 1e-6, theirs,
-           fl / theirs * 1e-6, theirs / ours, goal, theirs / ours >= goal ? "met" : "NOT met");
-    if (sync_us > 0)
-        printf("  [mma.sync 128x128: %.1f us, ratio %.2f]", sync_us, theirs / sync_us);
-    for (int v = 0; v < 3; v++)
-        if (bm64_us[v] > 0)
-            printf("  [%s: %.1f us, ratio %.2f]", bm64[v], bm64_us[v], theirs / bm64_us[v]);
+           fl / theirs * 1e-6, theirs / ours, goal, theirs / ours >= goal ? "met" : "NOT met",
+           ours1, theirs1, ours_host, theirs_host);
+    if (tier == LK_GEMM_TC_SM90 && !getenv("LOCKSTEP_CUDA_TC_KERNEL"))
+        variants(&g, "LOCKSTEP_CUDA_TC_KERNEL", theirs);
     printf("\n");
     fflush(stdout);
     lk_free(gpu, g.a);
@@ -201,29 +247,24 @@ static void bench_ternary(int64_t m, int64_t n, int64_t k)
     CK(cudaMemcpy(h.a, hb, nx * 2, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(h.b, hb, nb * 2, cudaMemcpyHostToDevice));
 
-    const char *old = getenv("LOCKSTEP_CUDA_TC_INT_KERNEL");
-    char saved[64];
-    int had = old != NULL;
-    snprintf(saved, sizeof saved, "%s", had ? old : "");
-    double ours = time_us(&g);
-    setenv("LOCKSTEP_CUDA_TC_INT_KERNEL", "simt", 1);
-    double simt = time_us(&g);
-    /* on sm_90 the automatic choice is int8 wgmma: the mma.sync kernels beside it */
-    setenv("LOCKSTEP_CUDA_TC_INT_KERNEL", "mma.sync", 1);
-    double sync_us = tier == LK_GEMM_TC_SM90 ? time_us(&g) : 0;
-    if (had) {
-        setenv("LOCKSTEP_CUDA_TC_INT_KERNEL", saved, 1);
-    } else {
-        unsetenv("LOCKSTEP_CUDA_TC_INT_KERNEL");
+    const double theirs = time_us(&h);
+    if (getenv("LOCKSTEP_CUDA_TC_INT_KERNEL")) {
+        fprintf(stderr, "lockstep-tc-bench: unset LOCKSTEP_CUDA_TC_INT_KERNEL (the bench forces it)\n");
+        exit(1);
     }
-    double theirs = time_us(&h);
+    const double ours = time_us(&g), ours1 = single_us, ours_host = host_us;
+    setenv("LOCKSTEP_CUDA_TC_INT_KERNEL", "simt", 1);
+    const double simt = time_us(&g);
+    unsetenv("LOCKSTEP_CUDA_TC_INT_KERNEL");
     double fl = 2.0 * (double)m * (double)n * (double)k;
     printf("ternary gemm %5lldx%5lldx%5lld  lockstep %8.1f us %7.1f TOP/s  (dp4a %8.1f us)  "
-           "cuBLAS bf16 %8.1f us %7.1f TFLOP/s  ratio %.2f  (target > 1: %s)",
+           "cuBLAS bf16 %8.1f us %7.1f TFLOP/s  ratio %.2f  (target > 1: %s)  single call %.1f us, "
+           "host %.1f us",
            (long long)m, (long long)n, (long long)k, ours, fl / ours * 1e-6, simt, theirs,
-           fl / theirs * 1e-6, theirs / ours, theirs / ours > 1.0 ? "met" : "NOT met");
-    if (sync_us > 0)
-        printf("  [mma.sync: %.1f us, ratio %.2f]", sync_us, theirs / sync_us);
+           fl / theirs * 1e-6, theirs / ours, theirs / ours > 1.0 ? "met" : "NOT met", ours1,
+           ours_host);
+    if (tier == LK_GEMM_TC_SM90)
+        variants(&g, "LOCKSTEP_CUDA_TC_INT_KERNEL", theirs);
     printf("\n");
     fflush(stdout);
     lk_free(gpu, g.a);

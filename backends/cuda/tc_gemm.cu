@@ -23,8 +23,9 @@
  *
  * LOCKSTEP_CUDA_TC_KERNEL=128x128, 64x64, 128x128-generic or
  * 64x64-generic forces an mma.sync variant, wgmma or wgmma-<bm>x<bn> (bm
- * 128 or 64, bn 256, 128 or 64) a wgmma one (where it applies; mma.sync
- * otherwise); tests use it to cover each one. */
+ * 128: bn 256, 192, 128 or 64; bm 64: bn 256, 128 or 64) a wgmma one
+ * (where it applies; mma.sync otherwise); tests use it to cover each
+ * one. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -316,8 +317,10 @@ extern "C" lk_status lk_cuda_gemm_tc(void *queue, const lk_gemm_args *a)
         /* "wgmma-<bm>x<bn>" forces a tile */
         const char *x = force ? strchr(force, 'x') : NULL;
         const int bm = x && strncmp(force, "wgmma-64x", 9) == 0 ? 64 : 128;
-        const int bn = !x ? 0 : atoi(x + 1);
-        if (lk_cuda_tc_wgmma(op.q, a, bm, bn == 256 || bn == 128 || bn == 64 ? bn : 0))
+        int bn = !x ? 0 : atoi(x + 1);
+        if (bn != 256 && bn != 128 && bn != 64 && (bn != 192 || bm != 128))
+            bn = 0;
+        if (lk_cuda_tc_wgmma(op.q, a, bm, bn))
             return op.launched();
     }
     bool fast = tc_fast_ok(a);

@@ -23,7 +23,7 @@
  *
  * LOCKSTEP_CUDA_TC_INT_KERNEL=128x128, 64x128, 64x64 (each also with
  * -generic: the plain loader) forces an mma.sync variant, =mma.sync the
- * automatic mma.sync choice, =wgmma, wgmma-n128, wgmma-n256 the wgmma
+ * automatic mma.sync choice, =wgmma, wgmma-n64, wgmma-n128, wgmma-n256 the wgmma
  * kernel (where it does not apply: the automatic mma.sync choice),
  * =wgmma-ra, wgmma-ra-x128, wgmma-ra-x256 (LK_T2 only; int8: the wgmma
  * kernel) the kernel with the weights decoded in registers; =simt
@@ -304,16 +304,25 @@ bool lk_cuda_tc_qgemm(lk_cuda_queue *queue, const lk_qgemm_args *a, bool t2)
      * unless an mma.sync variant is forced */
     const bool want_wgmma = force && *force ? strncmp(force, "wgmma", 5) == 0
                                             : LK_TC_WGMMA_INT_AUTO;
+    /* automatic: the weights-as-A kernel unless its 128 x 128 tiles fill
+     * fewer than half the SMs (few weight rows), where the x-as-A
+     * kernel's 128 x 64 tiles give more blocks (H200: 512 x 640 x 2560
+     * 26 -> 18 us) */
+    const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1;
+    const bool few = ((a->n + 127) / 128) * ((a->m + 127) / 128) * 2 < sms;
     if (want_wgmma && t2 &&
-        (force && *force ? strncmp(force, "wgmma-ra", 8) == 0 : LK_TC_WGMMA_RA_AUTO)) {
+        (force && *force ? strncmp(force, "wgmma-ra", 8) == 0 : LK_TC_WGMMA_RA_AUTO && !few)) {
         const int bx = !force ? 0 : strstr(force, "x128") ? 128 : strstr(force, "x256") ? 256 : 0;
         if (lk_cuda_tc_wgmma_ternary_ra(queue, a, bx))
             return true;
     }
     if (want_wgmma) {
-        const int bn = !force             ? 0
+        const bool forced = force && *force;
+        const int bn = !forced && few ? 64
+                       : !forced      ? 0
                        : strstr(force, "n128") ? 128
                        : strstr(force, "n256") ? 256
+                       : strstr(force, "n64")  ? 64
                                                : 0;
         if (lk_cuda_tc_wgmma_qgemm(queue, a, t2, bn))
             return true;
@@ -326,7 +335,6 @@ bool lk_cuda_tc_qgemm(lk_cuda_queue *queue, const lk_qgemm_args *a, bool t2)
     /* the tile with the least work on the busiest SM: blocks per SM
      * (rounded up) x tile area x a cost for the smaller tiles' extra
      * shared-memory traffic per MMA */
-    const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1;
     auto cost = [&](int bm, int bn, double f) {
         const int64_t blocks = ((a->m + bm - 1) / bm) * ((a->n + bn - 1) / bn);
         return (double)((blocks + sms - 1) / sms) * bm * bn * f;

@@ -8,9 +8,10 @@
  * k = 16 step per output element (the LK_GEMM_TC_SM90 model), so the bits
  * equal the mma.sync kernels' and backends/ref/mma_model.c's.
  *
- * A persistent grid (one block per SM at most) walks the 128 x BN tiles
- * (BN = 256, 128 or 64, chosen by the waves they make) of every batch
- * entry in a grouped raster order.  A block: three warpgroups.
+ * A persistent grid (one block per SM at most) walks the BM x BN tiles
+ * (128 x 256, 192, 128, 64 or 64 x 256, 128, chosen from the waves they
+ * make and measured per-slice and store times) of every batch entry in a
+ * grouped raster order.  A block: three warpgroups.
  * Warpgroup 0 is the producer: one thread streams 64-k slices of A (128
  * rows) and B (BN rows) with TMA (cp.async.bulk.tensor, 128-byte swizzle,
  * zero fill past M, N and K) into a STAGES-deep ring of shared-memory
@@ -18,10 +19,10 @@
  * and 2 are the consumers, 64 rows each: per slice, four wgmma steps with
  * both operands read from shared memory through matrix descriptors, one
  * commit group per slice, and a buffer is handed back once the group that
- * read it has completed (wgmma.wait_group 1).  64 x BN tiles (forced, or
- * automatic with LK_TC_WGMMA_BM64_AUTO) give skinny M twice the tiles:
- * both consumers take the 64 rows, each half of the columns.  The producer runs on into
- * the block's next tile while the consumers store the last one.  Every
+ * read it has completed (wgmma.wait_group 1).  64 x BN tiles give skinny
+ * M twice the tiles: both consumers take the 64 rows, each half of the
+ * columns.  The producer runs on into the block's next tile while the
+ * consumers store the last one.  Every
  * wait is bounded: a pipeline that stalls for 4 s traps (a launch
  * failure, not a hang).
  *
@@ -54,19 +55,16 @@ namespace {
 #define WG_CONSUMERS 2
 #define WG_THREADS (128 * (WG_CONSUMERS + 1))
 #define WG_STALL_NS 4000000000ull /* a pipeline wait this long (4 s) traps */
-#ifndef LK_TC_WGMMA_BM64_AUTO
-#define LK_TC_WGMMA_BM64_AUTO 0 /* 64-row tiles only when forced, until measured */
-#endif
 
 /* BM 128: consumer c takes rows 64 c.., all BN columns; BM 64 (skinny M):
  * consumer c takes all 64 rows and columns c BN / 2.. */
 template <int BM, int BN> struct wg_cfg {
-    /* about 192 KiB of ring */
-    static constexpr int STAGES = BM + BN >= 320 ? 4 : BM + BN >= 256 ? 6 : BM + BN >= 192 ? 8 : 12;
     static constexpr int WN = BM == 128 ? BN : BN / 2; /* a consumer's wgmma N */
     static constexpr int A_BYTES = BM * WG_BK * 2;
     static constexpr int B_BYTES = BN * WG_BK * 2;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+    /* as many stages as fit in 224 KiB (the opt-in limit is 227), at most 12 */
+    static constexpr int STAGES = 224 * 1024 / STAGE_BYTES > 12 ? 12 : 224 * 1024 / STAGE_BYTES;
     /* + 1024 to align the ring to the swizzle atom */
     static constexpr size_t SMEM = (size_t)STAGES * STAGE_BYTES + 1024;
 };
@@ -259,6 +257,31 @@ template <int N, lk_dtype D> struct wg_mma;
                        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
                      : "l"(da), "l"(db), "r"(1));
 
+#define LK_WG_MMA_N192(TY) \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n" \
+                     "wgmma.mma_async.sync.aligned.m64n192k16.f32." TY "." TY " " \
+                     "{" \
+                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+                     "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+                     "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95" \
+                     "}, %96, %97, p, 1, 1, 0, 0;\n}\n" \
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+                       "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+                       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+                       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+                       "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+                       "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+                       "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+                       "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]) \
+                     : "l"(da), "l"(db), "r"(1));
+
 template <> struct wg_mma<32, LK_BF16> {
     static __device__ __forceinline__ void run(float (&d)[16], uint64_t da, uint64_t db)
     {
@@ -315,6 +338,19 @@ template <> struct wg_mma<256, LK_F16> {
     }
 };
 
+template <> struct wg_mma<192, LK_BF16> {
+    static __device__ __forceinline__ void run(float (&d)[96], uint64_t da, uint64_t db)
+    {
+        LK_WG_MMA_N192("bf16");
+    }
+};
+
+template <> struct wg_mma<192, LK_F16> {
+    static __device__ __forceinline__ void run(float (&d)[96], uint64_t da, uint64_t db)
+    {
+        LK_WG_MMA_N192("f16");
+    }
+};
 
 /* One slice's NS wgmma steps (k 16 j, j ascending) as one commit group,
  * then the wait for the previous slice's group. */
@@ -335,6 +371,19 @@ __device__ __forceinline__ void wg_slice(float (&acc)[BN / 2], uint32_t a_src, u
  * 32 bytes of a 128-byte swizzled row as a bf16 k = 16 step, so wg_desc
  * serves both), 2-D TMA, and the proxy fence that makes the decoders'
  * shared-memory stores visible to wgmma's reads. */
+#define LK_WQ_MMA_N64 \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
+                     "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 " \
+                     "{" \
+                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" \
+                     "}, %32, %33, p;\n}\n" \
+                     : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), \
+                       "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), \
+                       "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), \
+                       "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]) \
+                     : "l"(da), "l"(db), "r"(1));
+
 #define LK_WQ_MMA_N128 \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
                      "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 " \
@@ -386,6 +435,13 @@ __device__ __forceinline__ void wg_slice(float (&acc)[BN / 2], uint32_t a_src, u
                      : "l"(da), "l"(db), "r"(1));
 
 template <int N> struct wq_mma;
+
+template <> struct wq_mma<64> {
+    static __device__ __forceinline__ void run(int (&d)[32], uint64_t da, uint64_t db)
+    {
+        LK_WQ_MMA_N64;
+    }
+};
 
 template <> struct wq_mma<128> {
     static __device__ __forceinline__ void run(int (&d)[64], uint64_t da, uint64_t db)
@@ -503,67 +559,67 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                         mbar_wait(empty0 + 8 * s, (unsigned)((round - 1) & 1));
                     const uint32_t a_dst = ring + s * C::STAGE_BYTES;
                     const uint32_t b_dst = a_dst + C::A_BYTES;
+                    const int k = (int)(kt * WG_BK);
                     mbar_expect_tx(full0 + 8 * s, C::STAGE_BYTES);
-                    tma_load(a_dst, &amap, (int)(kt * WG_BK), (int)m0, (int)bat, full0 + 8 * s);
-                    tma_load(b_dst, &bmap, (int)(kt * WG_BK), (int)n0, (int)bat, full0 + 8 * s);
+                    tma_load(a_dst, &amap, k, (int)m0, (int)bat, full0 + 8 * s);
+                    tma_load(b_dst, &bmap, k, (int)n0, (int)bat, full0 + 8 * s);
                 }
             }
         }
-        return;
-    }
-
-    /* consumers: warpgroup c owns rows m0 + cm .. m0 + cm + 63 and
-     * columns n0 + cn .. n0 + cn + WN - 1 */
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-    const int c = wg - 1, lane = tid & 31, warp = (tid / 32) & 3;
-    const int cm = BM == 128 ? 64 * c : 0, cn = BM == 128 ? 0 : WN * c;
-    uint64_t it = 0; /* slices so far, over all of this block's tiles */
-    for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
-        const int64_t bat = t / per_batch;
-        int64_t m0, n0;
-        wg_tile(t % per_batch, g.tiles_m, g.tiles_n, BN, m0, n0, BM);
-        float acc[ACC];
+    } else {
+        /* consumers: warpgroup c owns rows m0 + cm .. m0 + cm + 63 and
+         * columns n0 + cn .. n0 + cn + WN - 1 */
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        const int c = wg - 1, lane = tid & 31, warp = (tid / 32) & 3;
+        const int cm = BM == 128 ? 64 * c : 0, cn = BM == 128 ? 0 : WN * c;
+        uint64_t it = 0; /* slices so far, over all of this block's tiles */
+        for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+            const int64_t bat = t / per_batch;
+            int64_t m0, n0;
+            wg_tile(t % per_batch, g.tiles_m, g.tiles_n, BN, m0, n0, BM);
+            float acc[ACC];
 #pragma unroll
-        for (int i = 0; i < ACC; i++)
-            acc[i] = 0.0f;
-        uint32_t prev = ~0u; /* the stage whose wgmma group may still be in flight */
-        for (int64_t kt = 0; kt < ktiles; kt++, it++) {
-            const uint32_t s = (uint32_t)(it % C::STAGES);
-            const uint64_t round = it / C::STAGES;
-            mbar_wait(full0 + 8 * s, (unsigned)(round & 1));
-            /* 128-byte rows, 8-row swizzle atoms of 1024 bytes */
-            const uint32_t a_src = ring + s * C::STAGE_BYTES + cm * 128;
-            const uint32_t b_src = ring + s * C::STAGE_BYTES + C::A_BYTES + cn * 128;
-            /* exactly ceil(K / 16) steps in all: the last slice has
-             * ceil((K - 64 kt) / 16) (uniform over the block); each count
-             * is its own straight fence..wait block, since ptxas injects
-             * warpgroup arrives around wgmmas reached through a branch */
-            const int64_t left = g.K - kt * WG_BK;
-            if (left > 48)
-                wg_slice<WN, D, 4>(acc, a_src, b_src);
-            else if (left > 32)
-                wg_slice<WN, D, 3>(acc, a_src, b_src);
-            else if (left > 16)
-                wg_slice<WN, D, 2>(acc, a_src, b_src);
-            else
-                wg_slice<WN, D, 1>(acc, a_src, b_src);
+            for (int i = 0; i < ACC; i++)
+                acc[i] = 0.0f;
+            uint32_t prev = ~0u; /* the stage whose wgmma group may still be in flight */
+            for (int64_t kt = 0; kt < ktiles; kt++, it++) {
+                const uint32_t s = (uint32_t)(it % C::STAGES);
+                const uint64_t round = it / C::STAGES;
+                mbar_wait(full0 + 8 * s, (unsigned)(round & 1));
+                /* 128-byte rows, 8-row swizzle atoms of 1024 bytes */
+                const uint32_t a_src = ring + s * C::STAGE_BYTES + cm * 128;
+                const uint32_t b_src = ring + s * C::STAGE_BYTES + C::A_BYTES + cn * 128;
+                /* exactly ceil(K / 16) steps in all: the last slice has
+                 * ceil((K - 64 kt) / 16) (uniform over the block); each count
+                 * is its own straight fence..wait block, since ptxas injects
+                 * warpgroup arrives around wgmmas reached through a branch */
+                const int64_t left = g.K - kt * WG_BK;
+                if (left > 48)
+                    wg_slice<WN, D, 4>(acc, a_src, b_src);
+                else if (left > 32)
+                    wg_slice<WN, D, 3>(acc, a_src, b_src);
+                else if (left > 16)
+                    wg_slice<WN, D, 2>(acc, a_src, b_src);
+                else
+                    wg_slice<WN, D, 1>(acc, a_src, b_src);
+                if (prev != ~0u && lane == 0)
+                    mbar_arrive(empty0 + 8 * prev);
+                prev = s;
+            }
+            wg_wait<0>();
+            wg_fence_regs(acc);
             if (prev != ~0u && lane == 0)
                 mbar_arrive(empty0 + 8 * prev);
-            prev = s;
-        }
-        wg_wait<0>();
-        wg_fence_regs(acc);
-        if (prev != ~0u && lane == 0)
-            mbar_arrive(empty0 + 8 * prev);
 
-        /* accumulator i: n8 block i / 4, row g (+ 8 for i % 4 >= 2), column 2 t + i % 2 */
-        const int64_t mrow = m0 + cm + warp * 16 + (lane >> 2);
+            /* accumulator i: n8 block i / 4, row g (+ 8 for i % 4 >= 2), column 2 t + i % 2 */
+            const int64_t mrow = m0 + cm + warp * 16 + (lane >> 2);
 #pragma unroll
-        for (int i = 0; i < ACC; i++) {
-            const int64_t m = mrow + ((i >> 1) & 1) * 8;
-            const int64_t n = n0 + cn + (i >> 2) * 8 + (lane & 3) * 2 + (i & 1);
-            if (m < g.M && n < g.N)
-                lk_gemm_store(g.e, bat, m, n, acc[i]);
+            for (int i = 0; i < ACC; i++) {
+                const int64_t m = mrow + ((i >> 1) & 1) * 8;
+                const int64_t n = n0 + cn + (i >> 2) * 8 + (lane & 3) * 2 + (i & 1);
+                if (m < g.M && n < g.N)
+                    lk_gemm_store(g.e, bat, m, n, acc[i]);
+            }
         }
     }
 #endif
@@ -589,11 +645,12 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 #define WQ_DECODERS 96  /* warps 1..3 of warpgroup 0 */
 
 template <bool T2, int BN> struct wq_cfg {
-    static constexpr int STAGES = BN == 256 ? 4 : 6;
     static constexpr int A_BYTES = WG_BM * WQ_BK;
     static constexpr int B_BYTES = BN * WQ_BK;
     static constexpr int P_BYTES = T2 ? BN * (WQ_BK / 4) : 0;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES + P_BYTES; /* a multiple of 1024 */
+    /* as many stages as fit in 224 KiB, at most 8 */
+    static constexpr int STAGES = 224 * 1024 / STAGE_BYTES > 8 ? 8 : 224 * 1024 / STAGE_BYTES;
     static constexpr size_t SMEM = (size_t)STAGES * STAGE_BYTES + 1024;
 };
 
@@ -1072,7 +1129,7 @@ bool wg_launch(const lk_cuda_device *dev, const lk_gemm_args *a, cudaStream_t st
     const int64_t total = g.tiles_m * g.tiles_n * a->batch;
     const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1;
     const unsigned grid = (unsigned)(total < sms ? total : sms);
-    lk_launch(wg_gemm_kernel<D, BM, BN>, grid, WG_THREADS, C::SMEM, st, am, bm, g);
+    lk_launch(kern, grid, WG_THREADS, C::SMEM, st, am, bm, g);
     return true;
 }
 
@@ -1185,6 +1242,23 @@ template <int BX> bool wr_launch(const lk_cuda_device *dev, const lk_qgemm_args 
 
 } // namespace
 
+namespace {
+
+template <lk_dtype D>
+bool wg_dispatch(const lk_cuda_device *dev, const lk_gemm_args *a, cudaStream_t st, int bm, int bn)
+{
+    if (bm == 64)
+        return bn == 256   ? wg_launch<D, 64, 256>(dev, a, st)
+               : bn == 128 ? wg_launch<D, 64, 128>(dev, a, st)
+                           : wg_launch<D, 64, 64>(dev, a, st);
+    return bn == 256   ? wg_launch<D, 128, 256>(dev, a, st)
+           : bn == 192 ? wg_launch<D, 128, 192>(dev, a, st)
+           : bn == 128 ? wg_launch<D, 128, 128>(dev, a, st)
+                       : wg_launch<D, 128, 64>(dev, a, st);
+}
+
+} // namespace
+
 bool lk_cuda_tc_wgmma(lk_cuda_queue *q, const lk_gemm_args *a, int bm, int bn)
 {
     const lk_cuda_device *dev = q->dev;
@@ -1200,46 +1274,34 @@ bool lk_cuda_tc_wgmma(lk_cuda_queue *q, const lk_gemm_args *a, int bm, int bn)
                          a->a.batch_stride <= 0 || a->b.batch_stride <= 0))
         return false;
     if (bn == 0) {
-        /* the tile with the least work on the busiest SM: waves x tile
-         * area, a narrower wgmma's extra shared-memory traffic per MMA
-         * counted; ties go to the taller, then the wider tile */
+        /* the tile whose busiest SM finishes first: waves x (64-k slices x
+         * a block's time per slice + its time to store the tile), both
+         * measured on an H200 with lockstep-tc-bench's forced tiles
+         * (docs/bench.md): a block is bound by its shared-memory loads
+         * (A + B rows per slice) more than by its MMAs, so the narrower
+         * tiles win where they give more blocks; ties go to the earlier */
+        struct tile {
+            int bm, bn;
+            double slice_us, store_us;
+        };
+        static const tile tiles[] = {{128, 256, 0.86, 5.3}, {128, 192, 0.67, 4.0},
+                                     {128, 128, 0.57, 2.7}, {64, 256, 0.52, 2.7},
+                                     {128, 64, 0.44, 1.3},  {64, 128, 0.44, 1.3}};
         const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1;
+        const double slices = (double)((a->k + WG_BK - 1) / WG_BK);
         double best = 0;
-        auto consider = [&](int h, int w, double f) {
-            const int64_t tiles = (a->m + h - 1) / h * ((a->n + w - 1) / w) * a->batch;
-            const double cost = (double)((tiles + sms - 1) / sms) * h * w * f;
+        for (const tile &t : tiles) {
+            const int64_t n = (a->m + t.bm - 1) / t.bm * ((a->n + t.bn - 1) / t.bn) * a->batch;
+            const double cost = (double)((n + sms - 1) / sms) * (slices * t.slice_us + t.store_us);
             if (bn == 0 || cost < best) {
                 best = cost;
-                bm = h;
-                bn = w;
+                bm = t.bm;
+                bn = t.bn;
             }
-        };
-        consider(128, 256, 1.0);
-        consider(128, 128, 1.0);
-        consider(128, 64, 1.2);
-#if LK_TC_WGMMA_BM64_AUTO
-        consider(64, 256, 1.2);
-        consider(64, 128, 1.2);
-        consider(64, 64, 1.6);
-#endif
+        }
     }
-    const cudaStream_t st = q->stream;
-    if (bm == 64) {
-        if (a->a.dtype == LK_BF16)
-            return bn == 256   ? wg_launch<LK_BF16, 64, 256>(dev, a, st)
-                   : bn == 128 ? wg_launch<LK_BF16, 64, 128>(dev, a, st)
-                               : wg_launch<LK_BF16, 64, 64>(dev, a, st);
-        return bn == 256   ? wg_launch<LK_F16, 64, 256>(dev, a, st)
-               : bn == 128 ? wg_launch<LK_F16, 64, 128>(dev, a, st)
-                           : wg_launch<LK_F16, 64, 64>(dev, a, st);
-    }
-    if (a->a.dtype == LK_BF16)
-        return bn == 256   ? wg_launch<LK_BF16, 128, 256>(dev, a, st)
-               : bn == 128 ? wg_launch<LK_BF16, 128, 128>(dev, a, st)
-                           : wg_launch<LK_BF16, 128, 64>(dev, a, st);
-    return bn == 256   ? wg_launch<LK_F16, 128, 256>(dev, a, st)
-           : bn == 128 ? wg_launch<LK_F16, 128, 128>(dev, a, st)
-                       : wg_launch<LK_F16, 128, 64>(dev, a, st);
+    return a->a.dtype == LK_BF16 ? wg_dispatch<LK_BF16>(dev, a, q->stream, bm, bn)
+                                 : wg_dispatch<LK_F16>(dev, a, q->stream, bm, bn);
 }
 
 bool lk_cuda_tc_wgmma_qgemm(lk_cuda_queue *queue, const lk_qgemm_args *a, bool t2, int bn)
@@ -1265,8 +1327,12 @@ bool lk_cuda_tc_wgmma_qgemm(lk_cuda_queue *queue, const lk_qgemm_args *a, bool t
     }
     const cudaStream_t st = queue->stream;
     if (t2)
-        return bn == 256 ? wq_launch<true, 256>(dev, a, st) : wq_launch<true, 128>(dev, a, st);
-    return bn == 256 ? wq_launch<false, 256>(dev, a, st) : wq_launch<false, 128>(dev, a, st);
+        return bn == 256   ? wq_launch<true, 256>(dev, a, st)
+               : bn == 128 ? wq_launch<true, 128>(dev, a, st)
+                           : wq_launch<true, 64>(dev, a, st);
+    return bn == 256   ? wq_launch<false, 256>(dev, a, st)
+           : bn == 128 ? wq_launch<false, 128>(dev, a, st)
+                       : wq_launch<false, 64>(dev, a, st);
 }
 
 bool lk_cuda_tc_wgmma_ternary_ra(lk_cuda_queue *queue, const lk_qgemm_args *a, int bx)

@@ -6,15 +6,16 @@
 
 #include "backends/cuda/driver.h"
 
-/* Enqueue the tier's GEMM on wgmma with a bm x bn tile (bm 128 or 64, bn
- * 256, 128 or 64; bn 0: both chosen from the shape) and return true; false, having enqueued
- * nothing, when it does not apply: not an sm_90 GPU, a module without
- * sm_90a code, a layout other than A M x K and B N x K with 16-byte
- * aligned rows, or a tensor map the driver refuses. */
+/* Enqueue the tier's GEMM on wgmma with a bm x bn tile (bm 128: bn 256,
+ * 192, 128 or 64; bm 64: bn 256, 128 or 64; bn 0: both chosen from the
+ * shape) and return true; false, having enqueued nothing, when it does
+ * not apply: not an sm_90 GPU, a module without sm_90a code, a layout
+ * other than A M x K and B N x K with 16-byte aligned rows, or a tensor
+ * map the driver refuses. */
 bool lk_cuda_tc_wgmma(lk_cuda_queue *q, const lk_gemm_args *a, int bm, int bn);
 
 /* Enqueue lk_ternary_gemm (t2) or lk_int8_gemm (!t2) on int8 wgmma with a
- * 128 x bn tile (bn 256 or 128, 0: chosen from the shape; exact int32
+ * 128 x bn tile (bn 256, 128 or 64, 0: chosen from the shape; exact int32
  * sums, so section 9's bits) and return true; false, having enqueued
  * nothing, when it does not apply: not an sm_90 GPU, a module without
  * sm_90a code, x or w rows not 16-byte aligned, or a tensor map the driver
