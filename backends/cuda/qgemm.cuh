@@ -28,20 +28,48 @@ static __device__ __forceinline__ void lk_qgemm_put(const lk_qgemm_args &q, int6
     lk_store_any(q.y.data, q.y.dtype, yi, v);
 }
 
+/* The epilogue's loads for y[m, n]: the scales, and y's old value under
+ * LK_GEMM_ACCUMULATE.  A kernel may issue them before its dot products
+ * (after lk_pdl_wait(): x_scale and y come from earlier ops), so that
+ * they are not one more round trip after the last dp4a. */
+struct lk_qepi {
+    float xs, ws, y;
+};
+
+static __device__ __forceinline__ lk_qepi lk_qgemm_pre(const lk_qgemm_args &q, int64_t m, int64_t n)
+{
+    lk_qepi p = {1.0f, 1.0f, 0.0f};
+    if (q.x_scale.data == nullptr)
+        return p;
+    p.xs = ((const float *)q.x_scale.data)[m * q.x_scale.ld];
+    p.ws = ((const float *)q.w_scale.data)[q.w_scale.cols == 1 ? 0 : n];
+    if (q.flags & LK_GEMM_ACCUMULATE)
+        p.y = ((const float *)q.y.data)[m * q.y.ld + n];
+    return p;
+}
+
 /* y[m, n] = acc (int32 output), or ((float)acc / x_scale[m]) * w_scale[n
- * or 0], rounded once at the store (lk_qgemm_put). */
-static __device__ __forceinline__ void lk_qgemm_store(const lk_qgemm_args &q, int64_t m,
-                                                      int64_t n, int32_t acc)
+ * or 0], rounded once at the store, plus y's old value in one more
+ * rounding under LK_GEMM_ACCUMULATE (lk_qgemm_put's bits), from p. */
+static __device__ __forceinline__ void lk_qgemm_store_pre(const lk_qgemm_args &q, int64_t m,
+                                                          int64_t n, int32_t acc, const lk_qepi &p)
 {
     const int64_t yi = m * q.y.ld + n;
     if (q.x_scale.data == nullptr) {
         ((int32_t *)q.y.data)[yi] = acc;
         return;
     }
-    const float xs = ((const float *)q.x_scale.data)[m * q.x_scale.ld];
-    const float ws = ((const float *)q.w_scale.data)[q.w_scale.cols == 1 ? 0 : n];
-    const float v = __fmul_rn(__fdiv_rn(__int2float_rn(acc), xs), ws);
-    lk_qgemm_put(q, yi, v);
+    float v = __fmul_rn(__fdiv_rn(__int2float_rn(acc), p.xs), p.ws);
+    if (q.flags & LK_GEMM_ACCUMULATE)
+        v = __fadd_rn(p.y, v);
+    lk_store_any(q.y.data, q.y.dtype, yi, v);
+}
+
+/* The same with the loads where the store is. */
+static __device__ __forceinline__ void lk_qgemm_store(const lk_qgemm_args &q, int64_t m,
+                                                      int64_t n, int32_t acc)
+{
+    lk_qgemm_store_pre(q, m, n, acc, lk_qgemm_pre(q, m, n));
 }
 
 /* Four LK_T2 codes (one byte) as four int8 values code - 1, in the byte

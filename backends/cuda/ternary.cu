@@ -92,10 +92,10 @@ __device__ __forceinline__ int xp_offset(int64_t g) { return (int)(g * 4 + (g >>
 
 /* early: the weights are a prepared lk_weights handle's (decided on the
  * host), so they are requested before lk_pdl_wait(); x, the scales and y
- * are touched only after it.  Each thread also sums x over its own
- * segments (dp4a against ones) and subtracts that from its dot, so no
- * block-wide sum of x (atomics, a second barrier) stands before the
- * first dp4a; the butterfly adds the parts, exact modulo 2^32 as before. */
+ * are touched only after it.  sum x, which every row subtracts, is taken
+ * once per block while x is staged (each warp's part to shared memory
+ * before the one barrier), not by a dp4a against ones beside every dp4a
+ * of the dot products: a quarter fewer instructions in the inner loop. */
 template <int MT, int TG_PER_ROW>
 __global__ void __launch_bounds__(TG_THREADS)
     t2_gemv_kernel(lk_qgemm_args q, int xw, int nseg, int wvec, int early)
@@ -139,44 +139,93 @@ __global__ void __launch_bounds__(TG_THREADS)
     if (early)
         lk_pdl_wait();
     lk_pdl_trigger();
+    /* the epilogue's loads (scales, y under accumulate) now, in flight
+     * with x's, not one more round trip after the dot products */
+    const bool storer = t == 0 && n < q.n;
+    lk_qepi pre_e[MT];
+    if (storer) {
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+            if (m < q.m)
+                pre_e[m] = lk_qgemm_pre(q, m, n);
+    }
 
-    /* x, one group of 16 k per thread and step: one 16-byte load where it
-     * can, the four plane words by byte permutes */
+    /* x, one group of 16 k per thread and step: XU groups' 16-byte loads
+     * in flight at once where they can, then the four plane words of each
+     * by byte permutes.  The sum of x (which the dot products subtract,
+     * see below) is taken here, per warp: every group enters it once. */
+    constexpr int XU = MT == 1 ? 4 : MT == 2 ? 2 : 1;
     const int64_t groups = (int64_t)(xw / 20) * 4;
     const int xvec = (uintptr_t)q.x.data % 16 == 0 && q.x.ld % 16 == 0;
-#pragma unroll 2
-    for (int64_t g = tid; g < groups; g += TG_THREADS) {
+    uint32_t sxl[MT];
 #pragma unroll
-        for (int m = 0; m < MT; m++) {
-            uint4 v = make_uint4(0, 0, 0, 0);
-            if (m < q.m) {
-                const int8_t *x = (const int8_t *)q.x.data + m * q.x.ld + 16 * g;
-                if (xvec && 16 * g + 16 <= K) {
-                    v = *reinterpret_cast<const uint4 *>(x);
-                } else {
-                    uint32_t w4[4] = {0, 0, 0, 0};
-                    for (int j = 0; j < 16; j++)
-                        if (16 * g + j < K)
-                            w4[j / 4] |= (uint32_t)(uint8_t)x[j] << (8 * (j % 4));
-                    v = make_uint4(w4[0], w4[1], w4[2], w4[3]);
+    for (int m = 0; m < MT; m++)
+        sxl[m] = 0;
+    for (int64_t gb = tid; gb < groups; gb += XU * TG_THREADS) {
+        uint4 v[XU][MT];
+#pragma unroll
+        for (int u = 0; u < XU; u++) {
+            const int64_t g = gb + (int64_t)u * TG_THREADS;
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                v[u][m] = make_uint4(0, 0, 0, 0);
+                if (m < q.m && g < groups) {
+                    const int8_t *x = (const int8_t *)q.x.data + m * q.x.ld + 16 * g;
+                    if (xvec && 16 * g + 16 <= K) {
+                        v[u][m] = *reinterpret_cast<const uint4 *>(x);
+                    } else {
+                        uint32_t w4[4] = {0, 0, 0, 0};
+                        for (int j = 0; j < 16; j++)
+                            if (16 * g + j < K)
+                                w4[j / 4] |= (uint32_t)(uint8_t)x[j] << (8 * (j % 4));
+                        v[u][m] = make_uint4(w4[0], w4[1], w4[2], w4[3]);
+                    }
                 }
             }
-            uint32_t *dst = xp + m * xw + xp_offset(g);
+        }
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const uint32_t sel = (uint32_t)e | (uint32_t)(4 + e) << 4;
-                dst[e] = __byte_perm(__byte_perm(v.x, v.y, sel), __byte_perm(v.z, v.w, sel), 0x5410);
+        for (int u = 0; u < XU; u++) {
+            const int64_t g = gb + (int64_t)u * TG_THREADS;
+            if (g >= groups)
+                break;
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                const uint4 w = v[u][m];
+                uint32_t *dst = xp + m * xw + xp_offset(g);
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const uint32_t sel = (uint32_t)e | (uint32_t)(4 + e) << 4;
+                    dst[e] = __byte_perm(__byte_perm(w.x, w.y, sel), __byte_perm(w.z, w.w, sel),
+                                         0x5410);
+                }
+                sxl[m] = (uint32_t)__dp4a(0x01010101, (int)w.x, (int)sxl[m]);
+                sxl[m] = (uint32_t)__dp4a(0x01010101, (int)w.y, (int)sxl[m]);
+                sxl[m] = (uint32_t)__dp4a(0x01010101, (int)w.z, (int)sxl[m]);
+                sxl[m] = (uint32_t)__dp4a(0x01010101, (int)w.w, (int)sxl[m]);
             }
         }
     }
+    uint32_t *sxw = xp + MT * xw; /* [warp][MT]: each warp's sum of x */
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+#pragma unroll
+        for (int d = 16; d >= 1; d >>= 1)
+            sxl[m] += __shfl_xor_sync(LK_FULL_MASK, sxl[m], d);
+    }
+    if ((tid & 31) == 0) {
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+            sxw[(tid >> 5) * MT + m] = sxl[m];
+    }
     __syncthreads();
 
-    /* acc = sum x * code, sx = sum x, over this thread's segments; every
-     * x word enters sx once (its four bytes against ones) */
-    uint32_t acc[MT], sx[MT];
+    /* acc = sum x * code over this thread's segments, the row's parts
+     * added by the butterfly, minus sum x (the same for every row: the
+     * warps' sums) = sum x * (code - 1); all exact modulo 2^32 */
+    uint32_t acc[MT];
 #pragma unroll
     for (int m = 0; m < MT; m++)
-        acc[m] = sx[m] = 0;
+        acc[m] = 0;
     auto dot_seg = [&](const uint4 &w, int seg) {
         const uint32_t words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
@@ -190,7 +239,6 @@ __global__ void __launch_bounds__(TG_THREADS)
                 for (int e = 0; e < 4; e++) {
                     const uint32_t plane = (words[qq] >> (2 * e)) & 0x03030303u;
                     acc[m] = (uint32_t)__dp4a((int)plane, (int)xs[e], (int)acc[m]);
-                    sx[m] = (uint32_t)__dp4a(0x01010101, (int)xs[e], (int)sx[m]);
                 }
             }
         }
@@ -208,16 +256,20 @@ __global__ void __launch_bounds__(TG_THREADS)
     }
 #pragma unroll
     for (int m = 0; m < MT; m++) {
-        acc[m] -= sx[m];
 #pragma unroll
         for (int d = TG_PER_ROW / 2; d >= 1; d >>= 1)
             acc[m] += __shfl_xor_sync(LK_FULL_MASK, acc[m], d);
     }
-    if (t == 0 && n < q.n) {
+    if (storer) {
 #pragma unroll
         for (int m = 0; m < MT; m++)
-            if (m < q.m)
-                lk_qgemm_store(q, m, n, (int32_t)acc[m]);
+            if (m < q.m) {
+                uint32_t sx = 0;
+#pragma unroll
+                for (int w = 0; w < TG_THREADS / 32; w++)
+                    sx += sxw[w * MT + m];
+                lk_qgemm_store_pre(q, m, n, (int32_t)(acc[m] - sx), pre_e[m]);
+            }
     }
 }
 
@@ -226,7 +278,7 @@ template <int MT> bool t2_gemv(const lk_qgemm_args &q, cudaStream_t st, int earl
 {
     const int64_t groups = ((q.k + 63) / 64) * 4; /* K padded to whole 16-byte pieces */
     const int64_t xw = groups / 4 * 20;
-    const size_t smem = (size_t)(MT * xw) * 4;
+    const size_t smem = (size_t)(MT * xw + (TG_THREADS / 32) * MT) * 4; /* x, the warps' sums */
     if (smem > 48 * 1024)
         return false;
     const int64_t bpr = (q.k + 3) / 4;
