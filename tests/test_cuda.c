@@ -227,6 +227,16 @@ static void test_gemm(void)
         {0, 1, LK_F16, LK_BF16, LK_F16, LK_BF16, 200, 131, 129, 3, 0, 1, 0, 1, 1},
         {1, 1, LK_F32, LK_F32, LK_BF16, LK_F16, 67, 300, 1000, 1, 3, 1, 1, 0, 1},
         {0, 0, LK_F32, LK_F32, LK_F32, LK_F32, 512, 384, 1024, 1, 0, 1, 0, 0, 0},
+        /* f32 x f32 with 16-byte aligned rows: sgemm.cu's pipelined kernel
+         * (A transposed or not, B through cp.async or transposed), with
+         * edge tiles, a K tail inside a group of four, partial B groups
+         * (N = 258), every epilogue, batches, edge values */
+        {0, 0, LK_F32, LK_F32, LK_F32, LK_F32, 300, 258, 1002, 2, 2, 1, 1, 0, 1},
+        {0, 1, LK_F32, LK_F32, LK_F32, LK_F32, 257, 300, 1000, 1, 0, 0, 0, 0, 0},
+        {1, 0, LK_F32, LK_F32, LK_BF16, LK_F32, 200, 132, 129, 1, 0, 1, 0, 0, 1},
+        {1, 1, LK_F32, LK_F32, LK_F32, LK_F16, 136, 140, 300, 3, 0, 1, 1, 1, 1},
+        {0, 0, LK_F32, LK_F32, LK_F32, LK_F32, 150, 132, 4, 1, 0, 0, 0, 0, 1},
+        {0, 1, LK_F32, LK_F32, LK_F16, LK_F32, 384, 256, 640, 2, 0, 0, 1, 1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (small && cases[i].m * cases[i].n * cases[i].k > ((int64_t)1 << 26))

@@ -16,7 +16,8 @@
  * total is touched once per 128 k, so its shared-memory traffic is
  * negligible.
  *
- * Calls with min(M, N) <= 8 go to the GEMV kernels (gemv.cu). */
+ * Calls with min(M, N) <= 8 go to the GEMV kernels (gemv.cu), f32 x f32
+ * with aligned rows to sgemm.cu's pipelined kernel (the same arithmetic). */
 #include "backends/cuda/gemm.cuh"
 
 namespace {
@@ -267,6 +268,8 @@ extern "C" lk_status lk_cuda_gemm(void *queue, const lk_gemm_args *a)
         return op.status();
     if (lk_cuda_gemv(a, op.stream(), op.q))
         return op.launched();
+    if (lk_cuda_sgemm(a, op.stream()))
+        return op.launched();
 
     gemm_kargs g;
     g.a = a->a.data;
@@ -312,7 +315,7 @@ extern "C" lk_status lk_cuda_setup_kernels(lk_cuda_device *dev)
         gemm_setup<LK_F32, LK_F16>(),   gemm_setup<LK_BF16, LK_F32>(),
         gemm_setup<LK_BF16, LK_BF16>(), gemm_setup<LK_BF16, LK_F16>(),
         gemm_setup<LK_F16, LK_F32>(),   gemm_setup<LK_F16, LK_BF16>(),
-        gemm_setup<LK_F16, LK_F16>(),   lk_cuda_gemv_setup(),
+        gemm_setup<LK_F16, LK_F16>(),   lk_cuda_gemv_setup(),           lk_cuda_sgemm_setup(),
     };
     cudaError_t e = cudaSuccess;
     for (cudaError_t x : es)

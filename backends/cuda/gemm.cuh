@@ -55,4 +55,11 @@ bool lk_cuda_gemv(const lk_gemm_args *g, cudaStream_t stream, const lk_cuda_queu
 /* At device open: the GEMV kernels' shared memory opt-in. */
 cudaError_t lk_cuda_gemv_setup();
 
+/* f32 x f32 with 16-byte aligned rows (sgemm.cu): enqueues and returns
+ * true, or returns false to leave the call to gemm.cu's kernel. */
+bool lk_cuda_sgemm(const lk_gemm_args *g, cudaStream_t stream);
+
+/* At device open: sgemm.cu's shared memory opt-in. */
+cudaError_t lk_cuda_sgemm_setup();
+
 #endif

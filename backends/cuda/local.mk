@@ -24,6 +24,7 @@ lk_cuda_headers = \
 
 lk_cuda_kernels = \
 	backends/cuda/gemm.cu \
+	backends/cuda/sgemm.cu \
 	backends/cuda/gemv.cu \
 	backends/cuda/reduce.cu \
 	backends/cuda/norm.cu \
