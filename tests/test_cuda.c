@@ -370,6 +370,10 @@ static void test_rows(void)
         rows_check(which, LK_BF16, LK_BF16, LK_F32, 2, 32768 - 77, 5, 1, 1);
         rows_check(which, LK_F32, LK_F16, LK_F32, 2, 32769, 0, 1, 0);
         rows_check(which, LK_F32, LK_F32, LK_F32, 300, 2560, 0, 1, 1);
+        /* more than 256 rows of one chunk past 1024 (LayerNorm: four
+         * threads a lane, the last ones holding nothing at 1100) */
+        rows_check(which, LK_BF16, LK_F32, LK_F32, 260, 1100, 3, 0, 1);
+        rows_check(which, LK_F32, LK_F32, LK_F16, 257, 4096, 0, 1, 1);
         /* one chunk, two threads a lane: the second ones hold nothing */
         rows_check(which, LK_F32, LK_F32, LK_F32, 6, 1100, 0, 1, 1);
         /* decode: one row of 2560, the weight loaded with the row */

@@ -128,6 +128,13 @@ __global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H,
 /* at most this many rows: PRE (one row per block, every block one row) */
 #define NORM_PRE_ROWS 256
 
+/* LayerNorm of more rows, of one chunk past 1024: 256 threads a row, four
+ * a lane (J = 16), rather than RMSNorm's 128 (J = 32, which spills under
+ * the register bound of eight blocks an SM with LayerNorm's centring):
+ * 0.91 of the device-to-device copy at 4096 x 4096 against 0.86 (H200,
+ * one run; 16384 x 8192 0.95 either way; docs/bench.md, seventh round). */
+#define NORM_LAYER_H 4
+
 template <bool LAYER> struct norm_op {
     template <lk_dtype DX, lk_dtype DY, int J, int H>
     static void reg(dim3 grid, dim3 block, cudaStream_t st, const lk_norm_args &a)
@@ -135,6 +142,9 @@ template <bool LAYER> struct norm_op {
         /* decode's rows of one chunk past 1024: the weight loaded early */
         if (H == 2 && a.x.rows <= NORM_PRE_ROWS)
             lk_launch(norm_reg_kernel<DX, DY, LAYER, J, H, H == 2>, grid, block, 0, st, a);
+        else if (H == 2 && LAYER) /* many rows: four threads a lane, see NORM_LAYER_H */
+            lk_launch(norm_reg_kernel<DX, DY, LAYER, 64 / NORM_LAYER_H, NORM_LAYER_H>, grid,
+                      dim3(64 * NORM_LAYER_H), 0, st, a);
         else
             lk_launch(norm_reg_kernel<DX, DY, LAYER, J, H>, grid, block, 0, st, a);
     }
