@@ -268,7 +268,7 @@ stage_tcbench() {
   st=$?
   cat "$OUT/tcbench.log"
   if test $st -eq 0; then
-    record tcbench ok $(($(now) - t0)) "targets met $(grep -c ' MET$' "$OUT/tcbench.log"), missed $(grep -c MISSED "$OUT/tcbench.log")"
+    record tcbench ok $(($(now) - t0)) "targets met $(grep -c ': met)' "$OUT/tcbench.log"), missed $(grep -c ': NOT met)' "$OUT/tcbench.log")"
   else
     record tcbench FAIL $(($(now) - t0)) "exit $st (tcbench.log)"
   fi
