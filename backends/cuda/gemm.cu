@@ -149,14 +149,8 @@ __global__ void __launch_bounds__(256, 2) gemm_kernel(gemm_kargs g)
     extern __shared__ float tot_s[];
     const int tid = threadIdx.x, ty = tid >> 4, tx = tid & 15;
 
-    /* tiles in groups of GROUP_M tile rows, so that neighbouring blocks
-     * share A and B in L2 */
-    const int64_t pid = blockIdx.x;
-    const int64_t in_group = GROUP_M * g.tiles_n;
-    const int64_t first_m = pid / in_group * GROUP_M;
-    const int64_t group_m = g.tiles_m - first_m < GROUP_M ? g.tiles_m - first_m : GROUP_M;
-    const int64_t tm = first_m + (pid % in_group) % group_m;
-    const int64_t tn = (pid % in_group) / group_m;
+    int64_t tm, tn;
+    lk_gemm_tile(blockIdx.x, g.tiles_m, g.tiles_n, GROUP_M, &tm, &tn);
     const int64_t m0 = tm * BM, n0 = tn * BN;
     const int64_t nkt = (g.K + BK - 1) / BK;
 
@@ -251,14 +245,6 @@ __global__ void __launch_bounds__(256, 2) gemm_kernel(gemm_kargs g)
     }
 }
 
-/* Every 4-element group the loader reads as one access is aligned. */
-bool vec_ok(const lk_tensor &t, int64_t batch)
-{
-    const size_t es = lk_dtype_bytes(t.dtype), al = 4 * es;
-    return (uintptr_t)t.data % al == 0 && ((size_t)t.ld * es) % al == 0 &&
-           (batch == 1 || ((size_t)t.batch_stride * es) % al == 0);
-}
-
 } // namespace
 
 extern "C" lk_status lk_cuda_gemm(void *queue, const lk_gemm_args *a)
@@ -280,8 +266,8 @@ extern "C" lk_status lk_cuda_gemm(void *queue, const lk_gemm_args *a)
     g.b_bs = a->b.batch_stride;
     g.ta = a->ta == LK_TRANS;
     g.tb = a->tb == LK_TRANS;
-    g.avec = vec_ok(a->a, a->batch);
-    g.bvec = vec_ok(a->b, a->batch);
+    g.avec = lk_gemm_vec_ok(a->a, a->batch);
+    g.bvec = lk_gemm_vec_ok(a->b, a->batch);
     g.M = a->m;
     g.N = a->n;
     g.K = a->k;

@@ -45,6 +45,28 @@ static __device__ __forceinline__ void lk_gemm_store(const lk_gemm_epi &e, int64
     lk_store_any(e.c, e.cdt, ci, t);
 }
 
+/* Every 4-element group a GEMM loader reads as one access is aligned:
+ * data, ld and (for batches) the batch stride in whole 4-element groups. */
+static inline bool lk_gemm_vec_ok(const lk_tensor &t, int64_t batch)
+{
+    const size_t es = lk_dtype_bytes(t.dtype), al = 4 * es;
+    return (uintptr_t)t.data % al == 0 && ((size_t)t.ld * es) % al == 0 &&
+           (batch == 1 || ((size_t)t.batch_stride * es) % al == 0);
+}
+
+/* Tile pid of a tiles_m x tiles_n grid, in groups of `group` tile rows
+ * (column by column within a group), so that neighbouring blocks share
+ * rows of A and columns of B in L2. */
+static __device__ __forceinline__ void lk_gemm_tile(int64_t pid, int64_t tiles_m, int64_t tiles_n,
+                                                    int64_t group, int64_t *tm, int64_t *tn)
+{
+    const int64_t in_group = group * tiles_n;
+    const int64_t first_m = pid / in_group * group;
+    const int64_t group_m = tiles_m - first_m < group ? tiles_m - first_m : group;
+    *tm = first_m + (pid % in_group) % group_m;
+    *tn = (pid % in_group) / group_m;
+}
+
 /* Largest min(M, N) that goes to the GEMV kernels. */
 #define LK_GEMV_MAX_S 8
 

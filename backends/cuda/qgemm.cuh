@@ -18,14 +18,23 @@
 #define QBKW (QBK / 4)
 
 /* The float store of every integer kernel: v, or with LK_GEMM_ACCUMULATE
- * (lk_ternary_linear; the core allows it on f32 y only) y's old value plus
- * v, one rounding: the bits of lk_binary ADD after the plain store.  The
- * element is read and written by the same thread, after lk_pdl_wait(). */
-static __device__ __forceinline__ void lk_qgemm_put(const lk_qgemm_args &q, int64_t yi, float v)
+ * (lk_ternary_linear; the core allows it on f32 y only) y's old value
+ * `old` plus v, one rounding: the bits of lk_binary ADD after the plain
+ * store.  The element is read and written by the same thread, after
+ * lk_pdl_wait(). */
+static __device__ __forceinline__ void lk_qgemm_put_old(const lk_qgemm_args &q, int64_t yi, float v,
+                                                        float old)
 {
     if (q.flags & LK_GEMM_ACCUMULATE)
-        v = __fadd_rn(((const float *)q.y.data)[yi], v);
+        v = __fadd_rn(old, v);
     lk_store_any(q.y.data, q.y.dtype, yi, v);
+}
+
+/* The same, y's old value read here. */
+static __device__ __forceinline__ void lk_qgemm_put(const lk_qgemm_args &q, int64_t yi, float v)
+{
+    lk_qgemm_put_old(q, yi, v,
+                     (q.flags & LK_GEMM_ACCUMULATE) ? ((const float *)q.y.data)[yi] : 0.0f);
 }
 
 /* The epilogue's loads for y[m, n]: the scales, and y's old value under
@@ -50,7 +59,7 @@ static __device__ __forceinline__ lk_qepi lk_qgemm_pre(const lk_qgemm_args &q, i
 
 /* y[m, n] = acc (int32 output), or ((float)acc / x_scale[m]) * w_scale[n
  * or 0], rounded once at the store, plus y's old value in one more
- * rounding under LK_GEMM_ACCUMULATE (lk_qgemm_put's bits), from p. */
+ * rounding under LK_GEMM_ACCUMULATE (lk_qgemm_put_old), from p. */
 static __device__ __forceinline__ void lk_qgemm_store_pre(const lk_qgemm_args &q, int64_t m,
                                                           int64_t n, int32_t acc, const lk_qepi &p)
 {
@@ -59,10 +68,7 @@ static __device__ __forceinline__ void lk_qgemm_store_pre(const lk_qgemm_args &q
         ((int32_t *)q.y.data)[yi] = acc;
         return;
     }
-    float v = __fmul_rn(__fdiv_rn(__int2float_rn(acc), p.xs), p.ws);
-    if (q.flags & LK_GEMM_ACCUMULATE)
-        v = __fadd_rn(p.y, v);
-    lk_store_any(q.y.data, q.y.dtype, yi, v);
+    lk_qgemm_put_old(q, yi, __fmul_rn(__fdiv_rn(__int2float_rn(acc), p.xs), p.ws), p.y);
 }
 
 /* The same with the loads where the store is. */

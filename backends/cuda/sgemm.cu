@@ -94,12 +94,9 @@ __global__ void __launch_bounds__(SG_THREADS, 2) sgemm_kernel(sg_args g)
     float *tot_s = sg_sm + SG_ST * SG_STF;
     const int tid = threadIdx.x, ty = tid >> 4, tx = tid & 15;
 
-    /* tiles in groups of SG_GROUP_M tile rows: neighbours share A and B in L2 */
-    const int64_t pid = blockIdx.x, in_group = SG_GROUP_M * g.tiles_n;
-    const int64_t first_m = pid / in_group * SG_GROUP_M;
-    const int64_t group_m = g.tiles_m - first_m < SG_GROUP_M ? g.tiles_m - first_m : SG_GROUP_M;
-    const int64_t m0 = (first_m + (pid % in_group) % group_m) * SG_BM;
-    const int64_t n0 = ((pid % in_group) / group_m) * SG_BN;
+    int64_t tm, tn;
+    lk_gemm_tile(blockIdx.x, g.tiles_m, g.tiles_n, SG_GROUP_M, &tm, &tn);
+    const int64_t m0 = tm * SG_BM, n0 = tn * SG_BN;
     const int nsl = (int)((g.K + SG_BK - 1) / SG_BK), nkb = (int)((g.K + LK_KB - 1) / LK_KB);
     constexpr int SPB = LK_KB / SG_BK;
 
@@ -294,11 +291,6 @@ template <bool TA, bool TB> cudaError_t sg_setup()
                                 (int)SG_SMEM);
 }
 
-bool aligned16(const void *p, int64_t ld, int64_t bs, int64_t batch)
-{
-    return (uintptr_t)p % 16 == 0 && ld % 4 == 0 && (batch == 1 || bs % 4 == 0);
-}
-
 } // namespace
 
 bool lk_cuda_sgemm(const lk_gemm_args *a, cudaStream_t stream)
@@ -306,8 +298,7 @@ bool lk_cuda_sgemm(const lk_gemm_args *a, cudaStream_t stream)
     if (a->a.dtype != LK_F32 || a->b.dtype != LK_F32 || a->k < 1 ||
         a->k > INT32_MAX - 2 * SG_BK)
         return false;
-    if (!aligned16(a->a.data, a->a.ld, a->a.batch_stride, a->batch) ||
-        !aligned16(a->b.data, a->b.ld, a->b.batch_stride, a->batch))
+    if (!lk_gemm_vec_ok(a->a, a->batch) || !lk_gemm_vec_ok(a->b, a->batch))
         return false;
     sg_args g;
     g.a = (const float *)a->a.data;
@@ -323,8 +314,7 @@ bool lk_cuda_sgemm(const lk_gemm_args *a, cudaStream_t stream)
     g.tiles_m = (a->m + SG_BM - 1) / SG_BM;
     g.tiles_n = (a->n + SG_BN - 1) / SG_BN;
     g.e = lk_gemm_epi_make(a);
-    g.vec_c = a->c.dtype == LK_F32 && !g.e.bias && !g.e.accumulate &&
-              aligned16(a->c.data, a->c.ld, a->c.batch_stride, a->batch);
+    g.vec_c = a->c.dtype == LK_F32 && !g.e.bias && !g.e.accumulate && lk_gemm_vec_ok(a->c, a->batch);
     const int64_t tiles = g.tiles_m * g.tiles_n;
     if (tiles > ((int64_t)1 << 31) - 1)
         return false;
