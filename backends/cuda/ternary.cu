@@ -90,6 +90,21 @@ __global__ void __launch_bounds__(256) unpack_kernel(lk_pack_args p)
  * threads of a row on distinct banks. */
 __device__ __forceinline__ int xp_offset(int64_t g) { return (int)(g * 4 + (g >> 2) * 4); }
 
+/* The first `avail` (< 16) bytes at p as a 16-byte piece, zero above:
+ * the edges of rows that are not whole 16-byte pieces.  Out of line: a
+ * decode call runs each kernel once, so the instructions it walks through
+ * are fetched every time, and this edge code inlined at each load site
+ * made the M = 1 kernel 77 KiB of machine code instead of 34 (and a call
+ * on the H200 0.6-1.5 us slower, docs/bench.md eighth round). */
+__device__ __noinline__ uint4 t2_load_tail(const uint8_t *p, int64_t avail)
+{
+    uint32_t v[4] = {0, 0, 0, 0};
+    for (int j = 0; j < 16; j++)
+        if (j < avail)
+            v[j / 4] |= (uint32_t)p[j] << (8 * (j % 4));
+    return make_uint4(v[0], v[1], v[2], v[3]);
+}
+
 /* early: the weights are a prepared lk_weights handle's (decided on the
  * host), so they are requested before lk_pdl_wait(); x, the scales and y
  * are touched only after it.  sum x, which every row subtracts, is taken
@@ -115,11 +130,7 @@ __global__ void __launch_bounds__(TG_THREADS)
     auto load_seg = [&](int seg) -> uint4 {
         if (wvec && (int64_t)seg * 16 + 16 <= bpr)
             return *reinterpret_cast<const uint4 *>(wr + (int64_t)seg * 16);
-        uint32_t v[4] = {0, 0, 0, 0};
-        for (int j = 0; j < 16; j++)
-            if ((int64_t)seg * 16 + j < bpr)
-                v[j / 4] |= (uint32_t)wr[(int64_t)seg * 16 + j] << (8 * (j % 4));
-        return make_uint4(v[0], v[1], v[2], v[3]);
+        return t2_load_tail(wr + (int64_t)seg * 16, bpr - (int64_t)seg * 16);
     };
     if (!early)
         lk_pdl_wait();
@@ -174,11 +185,7 @@ __global__ void __launch_bounds__(TG_THREADS)
                     if (xvec && 16 * g + 16 <= K) {
                         v[u][m] = *reinterpret_cast<const uint4 *>(x);
                     } else {
-                        uint32_t w4[4] = {0, 0, 0, 0};
-                        for (int j = 0; j < 16; j++)
-                            if (16 * g + j < K)
-                                w4[j / 4] |= (uint32_t)(uint8_t)x[j] << (8 * (j % 4));
-                        v[u][m] = make_uint4(w4[0], w4[1], w4[2], w4[3]);
+                        v[u][m] = t2_load_tail((const uint8_t *)x, K - 16 * g);
                     }
                 }
             }
