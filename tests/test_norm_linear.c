@@ -28,6 +28,11 @@ static const tcase cases[] = {
     {9, 100, 2560, LK_F32, LK_F32, 0},   {33, 2560, 640, LK_F32, LK_F32, 1},
     {1, 6912, 2560, LK_F32, LK_F32, 1},  {3, 100, 640, LK_F32, LK_BF16, 1},
     {1, 4096, 2560, LK_BF16, LK_F32, 0}, {2, 4097, 2560, LK_F32, LK_F32, 1},
+    /* one row (decode): K on both sides of 1024, odd K and N, K = 1, the
+     * FFN's gate and up (13824 rows) */
+    {1, 1, 9, LK_F32, LK_F32, 1},        {1, 100, 333, LK_F16, LK_F32, 0},
+    {1, 1024, 70, LK_F32, LK_BF16, 1},   {1, 1025, 2000, LK_BF16, LK_F32, 1},
+    {1, 3001, 17, LK_F32, LK_F32, 0},    {1, 2560, 13824, LK_F32, LK_F32, 1},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 #define NVAR 4 /* norm weight present/absent x accumulate or not */
@@ -176,8 +181,9 @@ static void run_case(lk_device *d, lk_queue *q, const tcase *c, int ci, int grap
                 same = 0, what = "y";
         }
         ok(same, "[%d.%d]%s M=%lld K=%lld N=%lld x %s y %s norm %s%s on %s: == composition", ci,
-           var, graph ? " graph" : "", (long long)M, (long long)K, (long long)N,
-           c->xd == LK_F32 ? "f32" : "bf16", c->yd == LK_F32 ? "f32" : "bf16",
+           var, graph ? " graph" : "",
+           (long long)M, (long long)K, (long long)N,
+           lk_dtype_name(c->xd), lk_dtype_name(c->yd),
            has_nw ? "f32" : "none", flags ? " accumulate" : "", lk_device_name(d));
         if (!same)
             diag("  %s differs (status %s: %s)", what, lk_status_string(sf), lk_last_error());
