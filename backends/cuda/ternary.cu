@@ -112,7 +112,7 @@ __device__ __noinline__ uint4 t2_load_tail(const uint8_t *p, int64_t avail)
  * before the one barrier), not by a dp4a against ones beside every dp4a
  * of the dot products: a quarter fewer instructions in the inner loop. */
 template <int MT, int TG_PER_ROW>
-__global__ void __launch_bounds__(TG_THREADS)
+__global__ void __launch_bounds__(TG_THREADS, MT == 1 ? 7 : 1)
     t2_gemv_kernel(lk_qgemm_args q, int xw, int nseg, int wvec, int early)
 {
     extern __shared__ uint4 t2_smem4[];
