@@ -282,14 +282,29 @@ __device__ __forceinline__ void stage_keys(float *ks, int kst, const typename lk
 {
     typedef typename lk_elem<DK>::T TK;
     const int per = hd / W, total = rows * per;
+    /* term i = i0 + u * LK_ATT_THREADS is row i / per, column i % per:
+     * one division per pass, the next term's row and column by adding
+     * (dr, dc) with one carry, not a division per term (an unrolled
+     * integer division is some 15 instructions, and a decode call walks
+     * each of them once) */
+    const int dr = LK_ATT_THREADS / per, dc = LK_ATT_THREADS - dr * per;
     for (int i0 = threadIdx.x; i0 < total; i0 += LK_DEC_U * LK_ATT_THREADS) {
         uint4 raw[LK_DEC_U];
         float one[LK_DEC_U];
+        int rr[LK_DEC_U], cc[LK_DEC_U];
+        rr[0] = i0 / per;
+        cc[0] = i0 - rr[0] * per;
+#pragma unroll
+        for (int u = 1; u < LK_DEC_U; u++) {
+            const int c = cc[u - 1] + dc;
+            rr[u] = rr[u - 1] + dr + (c >= per);
+            cc[u] = c >= per ? c - per : c;
+        }
 #pragma unroll
         for (int u = 0; u < LK_DEC_U; u++) {
             const int i = i0 + u * LK_ATT_THREADS;
             if (i < total) {
-                const int r = i / per, c = (i - r * per) * W;
+                const int r = rr[u], c = cc[u] * W;
                 const TK *src = kb + (int64_t)(r0 + r) * ld + c;
                 if (W > 1)
                     raw[u] = __ldg(reinterpret_cast<const uint4 *>(src));
@@ -301,7 +316,7 @@ __device__ __forceinline__ void stage_keys(float *ks, int kst, const typename lk
         for (int u = 0; u < LK_DEC_U; u++) {
             const int i = i0 + u * LK_ATT_THREADS;
             if (i < total) {
-                const int r = i / per, c = (i - r * per) * W;
+                const int r = rr[u], c = cc[u] * W;
                 if (W > 1) {
 #pragma unroll
                     for (int w = 0; w < W; w++)
