@@ -335,6 +335,10 @@ __global__ void __launch_bounds__(LK_ATT_THREADS)
 {
     typedef typename lk_elem<DK>::T TK;
     typedef typename lk_elem<DV>::T TV;
+    /* the head's columns (two 64-bit divisions) from the arguments alone:
+     * before the wait, so that they overlap the previous kernel's tail */
+    const int64_t h = blockIdx.x, kc = (h / (a.n_head / a.n_kv)) * a.head_dim,
+                  qc = h * a.head_dim;
     lk_pdl_wait(); /* q, the caches and pos are written by earlier ops */
     lk_pdl_trigger();
     extern __shared__ float4 sm4[];
@@ -347,7 +351,6 @@ __global__ void __launch_bounds__(LK_ATT_THREADS)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid / 32;
     float *pw = sc + ((L + 3) & ~3) + warp * ((np + 3) & ~3); /* this warp's partials */
     float *ks = sc + ((L + 3) & ~3) + LK_ATT_WARPS * ((np + 3) & ~3); /* kt x kst */
-    const int64_t h = blockIdx.x, kc = (h / (a.n_head / a.n_kv)) * hd, qc = h * hd;
     const bool cols = warp * 32 < hd; /* this warp owns output columns */
     bool first = true;
 

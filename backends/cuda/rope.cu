@@ -24,13 +24,14 @@ __global__ void __launch_bounds__(LK_ROPE_THREADS) rope_kernel(lk_rope_args a)
      * the previous kernel under PDL */
     const float lt = lk_logf(a.theta); /* once per thread: cheaper than a broadcast */
     const int64_t k0 = (int64_t)blockIdx.x * LK_ROPE_THREADS + threadIdx.x;
-    const float f0 = lk_rope_inv_freq(k0 - k0 / half * half, hd, lt);
+    const int64_t h0 = k0 / half; /* a 64-bit division: before the wait too */
+    const float f0 = lk_rope_inv_freq(k0 - h0 * half, hd, lt);
     lk_pdl_wait(); /* x and pos are written by earlier ops */
     lk_pdl_trigger();
     for (int64_t r = blockIdx.y; r < a.x.rows; r += gridDim.y) {
         const int32_t pos = ((const int32_t *)a.pos.data)[r * a.pos.ld];
         for (int64_t k = k0; k < per_row; k += (int64_t)gridDim.x * LK_ROPE_THREADS) {
-            const int64_t h = k / half, i = k - h * half;
+            const int64_t h = k == k0 ? h0 : k / half, i = k - h * half;
             const int64_t j0 = h * hd + lk_rope_i0(i, il), j1 = h * hd + lk_rope_i1(i, hd, il);
             const TX *xr = (const TX *)a.x.data + r * a.x.ld;
             const float x0 = lk_elem<DX>::load(xr, j0), x1 = lk_elem<DX>::load(xr, j1);
