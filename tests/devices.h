@@ -52,12 +52,15 @@ static inline size_t test_esize(lk_dtype d)
 }
 
 /* f32 values into dtype d (bf16: the high half, which is exact for the
- * tests' purpose: the same bits go to every call). */
+ * tests' purpose: the same bits go to every call; f16: rounded by
+ * lk_f32_to_f16, so an f16 case holds f16 values, not bf16 bit patterns). */
 static inline void test_fill(void *dst, lk_dtype d, const float *v, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (d == LK_F32) {
             ((float *)dst)[i] = v[i];
+        } else if (d == LK_F16) {
+            ((uint16_t *)dst)[i] = lk_f32_to_f16(v[i]);
         } else {
             uint32_t b;
             memcpy(&b, &v[i], 4);

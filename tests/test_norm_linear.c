@@ -181,8 +181,7 @@ static void run_case(lk_device *d, lk_queue *q, const tcase *c, int ci, int grap
                 same = 0, what = "y";
         }
         ok(same, "[%d.%d]%s M=%lld K=%lld N=%lld x %s y %s norm %s%s on %s: == composition", ci,
-           var, graph ? " graph" : "",
-           (long long)M, (long long)K, (long long)N,
+           var, graph ? " graph" : "", (long long)M, (long long)K, (long long)N,
            lk_dtype_name(c->xd), lk_dtype_name(c->yd),
            has_nw ? "f32" : "none", flags ? " accumulate" : "", lk_device_name(d));
         if (!same)
