@@ -1,6 +1,6 @@
 /* Lockstep CUDA: the tensor-core tier against cuBLAS (not installed).
  *
- *   backends/cuda/lockstep-tc-bench [--quick]
+ *   backends/cuda/lockstep-tc-bench [--quick] [--case KIND:MxNxK[,...]]
  *
  * bf16 GEMM C(f32, M x N) = A(M x K) . B(N x K)^T with the GPU's own tier
  * (LK_GEMM_TC_SM80 or _SM90) against cublasGemmEx (bf16 inputs, f32
@@ -280,7 +280,19 @@ static void bench_ternary(int64_t m, int64_t n, int64_t k)
 
 int main(int argc, char **argv)
 {
-    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    int quick = 0;
+    const char *only = NULL; /* --case: run just these (a profiler then sees only their kernels) */
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) {
+            quick = 1;
+        } else if (strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
+            only = argv[++i];
+        } else {
+            fprintf(stderr, "usage: %s [--quick] [--case KIND:MxNxK[,...]] (KIND: bf16, ternary; "
+                            "e.g. --case ternary:512x2560x2560)\n", argv[0]);
+            return 2;
+        }
+    }
 #ifdef LK_CUDA_MODULE_DIR
     if (!getenv("LOCKSTEP_DRIVER_PATH"))
         setenv("LOCKSTEP_DRIVER_PATH", LK_CUDA_MODULE_DIR, 1);
@@ -312,6 +324,26 @@ int main(int argc, char **argv)
     }
     if (quick)
         reps = 5;
+    if (only) {
+        char list[512], *save = NULL;
+        snprintf(list, sizeof list, "%s", only);
+        for (char *c = strtok_r(list, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
+            long long m, n, k;
+            char kind[16];
+            if (sscanf(c, "%15[a-z0-9]:%lldx%lldx%lld", kind, &m, &n, &k) != 4 || m < 1 ||
+                n < 1 || k < 1 || (strcmp(kind, "bf16") != 0 && strcmp(kind, "ternary") != 0) ||
+                (strcmp(kind, "ternary") == 0 && k % 64 != 0)) {
+                fprintf(stderr, "lockstep-tc-bench: bad case '%s' (bf16:MxNxK or ternary:MxNxK, "
+                                "ternary K a multiple of 64)\n", c);
+                return 2;
+            }
+            if (strcmp(kind, "bf16") == 0)
+                bench(m, n, k, m == n && n == k ? 0.85 : 0.8);
+            else
+                bench_ternary(m, n, k);
+        }
+        goto done;
+    }
     bench(4096, 4096, 4096, 0.85);
     if (!quick)
         bench(8192, 8192, 8192, 0.85);
@@ -330,6 +362,7 @@ int main(int argc, char **argv)
     if (!quick)
         for (int i = 0; i < 4; i++)
             bench_ternary(2048, tnk[i][0], tnk[i][1]);
+done:
     lk_queue_destroy(q);
     cublasDestroy(blas);
     cudaStreamDestroy(stream);
