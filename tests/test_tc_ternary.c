@@ -146,7 +146,8 @@ static const char *const variants[] = {"",       "128x128",         "64x128",
                                        "64x64",  "128x128-generic", "64x128-generic",
                                        "64x64-generic", "simt", "mma.sync",
                                        "wgmma",  "wgmma-n128",      "wgmma-n256", "wgmma-n64",
-                                       "wgmma-ra", "wgmma-ra-x128",  "wgmma-ra-x256"};
+                                       "wgmma-ra", "wgmma-ra-x96",   "wgmma-ra-x128",
+                                       "wgmma-ra-x256"};
 #define NVAR (sizeof variants / sizeof variants[0])
 
 static int64_t round_up(int64_t v, int64_t a)
@@ -162,7 +163,10 @@ static void test_op(int op)
         {1024, 96, 200}, {2048, 64, 129}, {2048, 256, 512}, {100, 3, 5}, {33, 1, 1},
         /* more 128 x 256 tiles than an H200 has SMs: the wgmma kernel's
          * blocks take several tiles each (aligned: even index) */
-        {300, 1000, 77}, {2048, 2304, 200}};
+        {300, 1000, 77}, {2048, 2304, 200},
+        /* prefill-sized: the automatic choice takes the 96-row x tiles
+         * (H200: 20 x 6 of them) */
+        {600, 330, 65}, {520, 2560, 192}};
     const size_t ns = sizeof shapes / sizeof shapes[0];
     int bad[NVAR] = {0}, cases = 0;
     for (size_t s = 0; s < ns; s++) {
@@ -251,6 +255,86 @@ static void test_extremes(void)
     }
 }
 
+/* lk_ternary_linear on prepared weights with LK_GEMM_ACCUMULATE (y = y +
+ * r): the int8 kernels' epilogue reads y's old values before it stores;
+ * every variant against ref, per-row scales, random old y. */
+static void test_accumulate(void)
+{
+    static const int64_t shapes[][3] = {{33, 640, 256}, {300, 257, 130}, {520, 2560, 128}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        const int64_t wld = round_up(K, 64);
+        qcase c = {OP_TERNARY, M, N, K, round_up(K, 16), wld, LK_F32, 1, 0, NULL, NULL, NULL, NULL};
+        fill(&c);
+        const size_t nx = (size_t)(M * c.xld), nw = w_bytes(&c), ny = (size_t)(M * N) * 4;
+        float *y0 = malloc(ny), *r = malloc(ny), *g = malloc(ny);
+        if (!y0 || !r || !g)
+            bail("out of memory");
+        for (int64_t i = 0; i < M * N; i++)
+            y0[i] = (float)((int64_t)(tap_rand(&rng) % 2001) - 1000) / 64.0f;
+        int bad = 0;
+        for (int dev = 0; dev < 2; dev++) {
+            lk_device *d = dev ? gpu : ref;
+            lk_queue *q = dev ? gq : rq;
+            void *dx = c.x, *dw = c.w, *dxs = c.xs, *dws = c.ws, *dy = r;
+            if (dev) {
+                if (lk_malloc(d, nx, &dx) || lk_malloc(d, nw, &dw) ||
+                    lk_malloc(d, (size_t)M * 4, &dxs) || lk_malloc(d, (size_t)N * 4, &dws) ||
+                    lk_malloc(d, ny, &dy))
+                    bail("lk_malloc: %s", lk_last_error());
+                lk_memcpy(q, dx, c.x, nx, LK_COPY_HOST_TO_DEVICE);
+                lk_memcpy(q, dw, c.w, nw, LK_COPY_HOST_TO_DEVICE);
+                lk_memcpy(q, dxs, c.xs, (size_t)M * 4, LK_COPY_HOST_TO_DEVICE);
+                lk_memcpy(q, dws, c.ws, (size_t)N * 4, LK_COPY_HOST_TO_DEVICE);
+            }
+            lk_tensor x = lk_mat_ld(dx, LK_I8, M, K, c.xld), xs = lk_mat(dxs, LK_F32, M, 1);
+            lk_tensor w = lk_mat_ld(dw, LK_T2, N, K, wld), ws = lk_mat(dws, LK_F32, 1, N);
+            lk_tensor y = lk_mat(dy, LK_F32, M, N);
+            lk_weights *pw = NULL;
+            if (lk_weights_prepare(q, &w, &ws, &pw) != LK_OK)
+                bail("%s: prepare: %s", lk_device_name(d), lk_last_error());
+            for (size_t v = 0; v < (dev ? NVAR : 1); v++) {
+                if (dev)
+                    setenv("LOCKSTEP_CUDA_TC_INT_KERNEL", variants[v], 1);
+                if (dev)
+                    lk_memcpy(q, dy, y0, ny, LK_COPY_HOST_TO_DEVICE);
+                else
+                    memcpy(r, y0, ny);
+                lk_status st = lk_ternary_linear(q, &x, &xs, pw, &y, LK_GEMM_ACCUMULATE);
+                if (st == LK_OK && dev)
+                    lk_memcpy(q, g, dy, ny, LK_COPY_DEVICE_TO_HOST);
+                if (st == LK_OK)
+                    st = lk_queue_sync(q);
+                if (st != LK_OK)
+                    bail("%s: lk_ternary_linear: %s", lk_device_name(d), lk_last_error());
+                if (dev && memcmp(g, r, ny)) {
+                    if (bad++ < 3) {
+                        diag("accumulate, kernel '%s': M %lld N %lld K %lld: bits differ",
+                             variants[v], (long long)M, (long long)N, (long long)K);
+                        show_diff(&c, g, r);
+                    }
+                }
+            }
+            unsetenv("LOCKSTEP_CUDA_TC_INT_KERNEL");
+            lk_queue_sync(q);
+            lk_weights_destroy(pw);
+            if (dev) {
+                lk_free(d, dx);
+                lk_free(d, dw);
+                lk_free(d, dxs);
+                lk_free(d, dws);
+                lk_free(d, dy);
+            }
+        }
+        ok(bad == 0, "lk_ternary_linear M=%lld N=%lld K=%lld accumulate: every kernel = ref (%d differ)",
+           (long long)M, (long long)N, (long long)K, bad);
+        free(y0);
+        free(r);
+        free(g);
+        unfill(&c);
+    }
+}
+
 int main(void)
 {
 #ifdef LK_CUDA_MODULE_DIR
@@ -290,6 +374,7 @@ int main(void)
     for (int op = 0; op < OP_COUNT; op++)
         test_op(op);
     test_extremes();
+    test_accumulate();
     lk_queue_destroy(gq);
     lk_queue_destroy(rq);
     lk_context_destroy(ctx);

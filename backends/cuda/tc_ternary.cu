@@ -312,7 +312,11 @@ bool lk_cuda_tc_qgemm(lk_cuda_queue *queue, const lk_qgemm_args *a, bool t2)
     const bool few = ((a->n + 127) / 128) * ((a->m + 127) / 128) * 2 < sms;
     if (want_wgmma && t2 &&
         (force && *force ? strncmp(force, "wgmma-ra", 8) == 0 : LK_TC_WGMMA_RA_AUTO && !few)) {
-        const int bx = !force ? 0 : strstr(force, "x128") ? 128 : strstr(force, "x256") ? 256 : 0;
+        const int bx = !force                 ? 0
+                       : strstr(force, "x128") ? 128
+                       : strstr(force, "x256") ? 256
+                       : strstr(force, "x96")  ? 96
+                                               : 0;
         if (lk_cuda_tc_wgmma_ternary_ra(queue, a, bx))
             return true;
     }

@@ -463,6 +463,18 @@ template <> struct wq_mma<256> {
  * k + 16, a3 row g + 8 k + 16} (mma.m16n8k32's A fragment). */
 template <int N> struct wr_mma;
 
+template <> struct wr_mma<96> {
+    template <int J>
+    static __device__ __forceinline__ void run(int (&d)[48], const uint32_t (&f)[16], uint64_t db)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n96k32.s32.s8.s8 "
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, {%48, %49, %50, %51}, %52, p;\n}\n"
+                     : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47])
+                     : "r"(f[4 * J]), "r"(f[4 * J + 1]), "r"(f[4 * J + 2]), "r"(f[4 * J + 3]), "l"(db), "r"(1));
+    }
+};
+
 template <> struct wr_mma<128> {
     template <int J>
     static __device__ __forceinline__ void run(int (&d)[64], const uint32_t (&f)[16], uint64_t db)
@@ -911,7 +923,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
  * from shared memory into the consumers' A fragments (no decoded copy in
  * shared memory, no decoder warps; exact int32 sums in any order, so
  * section 9's bits).  A tile: 128 weight rows (two consumer warpgroups of
- * 64) x BX rows of x (the wgmma N side, BX = 128 or 256).  Warpgroup 0's
+ * 64) x BX rows of x (the wgmma N side, BX = 96, 128 or 256).  Warpgroup 0's
  * thread 0 streams per slice the x tile (TMA, 128-byte swizzle, zero past
  * M and K: codes past K meet x = 0) and the plain code tile into a
  * STAGES-deep ring (barriers: loaded, empty).  A consumer thread of warp w
@@ -1419,13 +1431,21 @@ bool lk_cuda_tc_wgmma_ternary_ra(lk_cuda_queue *queue, const lk_qgemm_args *a, i
         return false;
     if (bx == 0) {
         /* the x-side width with the least work on the busiest SM (waves x
-         * tile area); a tie goes to the wide tile (fewer code decodes per
-         * MMA) */
+         * tile area); a tie goes to the wider tile (fewer code decodes per
+         * MMA).  96 fills the SMs where 128 leaves many idle: M = 512
+         * against 2560 weight rows is 120 tiles of 96 on an H200's 132 SMs,
+         * 80 of 128 */
         const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1, tw = (a->n + WG_BM - 1) / WG_BM;
-        const int64_t w128 = (tw * ((a->m + 127) / 128) + sms - 1) / sms;
-        const int64_t w256 = (tw * ((a->m + 255) / 256) + sms - 1) / sms;
-        bx = w256 * 256 <= w128 * 128 ? 256 : 128;
+        int64_t best = 0;
+        for (const int w : {256, 128, 96}) {
+            const int64_t cost = (tw * ((a->m + w - 1) / w) + sms - 1) / sms * w;
+            if (bx == 0 || cost < best) {
+                best = cost;
+                bx = w;
+            }
+        }
     }
-    return bx == 256 ? wr_launch<256>(dev, a, queue->stream)
-                     : wr_launch<128>(dev, a, queue->stream);
+    return bx == 256   ? wr_launch<256>(dev, a, queue->stream)
+           : bx == 128 ? wr_launch<128>(dev, a, queue->stream)
+                       : wr_launch<96>(dev, a, queue->stream);
 }
