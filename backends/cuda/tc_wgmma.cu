@@ -521,7 +521,6 @@ __device__ __forceinline__ void fence_proxy_async()
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-
 /* The bf16 / f16 kernel's epilogue.  Per element it used to switch on C's
  * dtype and do 64-bit index arithmetic, unrolled over 128 accumulators
  * (580 KiB of machine code for the 128 x 256 kernel, 44 now), and stored
@@ -532,8 +531,10 @@ __device__ __forceinline__ void fence_proxy_async()
  * move a load above a store that may alias it). */
 
 /* Eight elements of a bf16 / f16 tile: v[j] at row m + 8 ((j / 2) % 2),
- * column n + 8 (j / 4) + j % 2; numerics.md section 4's epilogue
- * (lk_gemm_store), the bias and C loads first. */
+ * column n + 8 (j / 4) + j % 2; numerics.md section 4's epilogue, the
+ * steps of lk_gemm_store with the bias and C loads of all eight first
+ * (written out here: lk_gemm_store split into a load half and a store half
+ * gave gemm.cu's kernel register spills). */
 __device__ __noinline__ void wg_store8(const lk_gemm_epi &e, int64_t bat, int64_t m, int64_t n,
                                        int64_t M, int64_t N, float v0, float v1, float v2,
                                        float v3, float v4, float v5, float v6, float v7)
