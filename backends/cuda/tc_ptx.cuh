@@ -45,12 +45,14 @@ static __device__ __forceinline__ void lk_t2_expand(uint32_t g, uint32_t (&o)[4]
 {
     uint32_t c0 = g & 0x03030303u, c1 = (g >> 2) & 0x03030303u;
     uint32_t c2 = (g >> 4) & 0x03030303u, c3 = (g >> 6) & 0x03030303u;
-    /* code - 1 in each byte with no borrow between bytes: (code + 128) - 1
-     * lies in 127 .. 130, and flipping bit 7 back gives -1 .. 2 */
-    c0 = ((c0 | 0x80808080u) - 0x01010101u) ^ 0x80808080u;
-    c1 = ((c1 | 0x80808080u) - 0x01010101u) ^ 0x80808080u;
-    c2 = ((c2 | 0x80808080u) - 0x01010101u) ^ 0x80808080u;
-    c3 = ((c3 | 0x80808080u) - 0x01010101u) ^ 0x80808080u;
+    /* code - 1 in each byte with no carry between bytes: code + 127 lies
+     * in 127 .. 130, and flipping bit 7 gives -1 .. 2 (one operation
+     * fewer than (code | 128) - 1, whose two constants ptxas does not fold
+     * into one LOP3) */
+    c0 = (c0 + 0x7F7F7F7Fu) ^ 0x80808080u;
+    c1 = (c1 + 0x7F7F7F7Fu) ^ 0x80808080u;
+    c2 = (c2 + 0x7F7F7F7Fu) ^ 0x80808080u;
+    c3 = (c3 + 0x7F7F7F7Fu) ^ 0x80808080u;
     /* c_e holds code e of every byte: transpose the 4 x 4 bytes */
     const uint32_t t0 = __byte_perm(c0, c1, 0x5140), t1 = __byte_perm(c2, c3, 0x5140);
     const uint32_t t2 = __byte_perm(c0, c1, 0x7362), t3 = __byte_perm(c2, c3, 0x7362);
