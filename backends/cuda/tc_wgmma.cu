@@ -599,12 +599,132 @@ __device__ __forceinline__ void wg_store(const lk_gemm_epi &e, int64_t bat, int6
                   acc[i + 3], acc[i + 4], acc[i + 5], acc[i + 6], acc[i + 7]);
 }
 
+
+/* The integer kernels' epilogue (lk_qgemm_store's arithmetic, the same
+ * steps as every other int kernel).  Unrolled per accumulator with its
+ * branches on y's dtype, the scales and LK_GEMM_ACCUMULATE, and with each
+ * element's scale loaded after the previous element's store (a load may
+ * not move above a store that may alias it), it was 80-190 KiB of machine
+ * code per kernel and took as long as the K loop (512x2560x2560: 12.6 of
+ * 26.3 us).  Now the common case (scales, f32 y, no accumulate) takes the
+ * tile's per-column scales from shared memory (staged before the K loop)
+ * and stores straight from the accumulators; everything else goes eight
+ * elements at a time to code that is there once, its loads first. */
+
+/* Eight elements: j at (r + 8 ((j / 2) % 2), s + 8 (j / 4) + j % 2) as
+ * (m, n), or as (n, m) when tr (the weights-as-A kernel's y^T tile). */
+__device__ __noinline__ void wq_store8(const lk_qgemm_args &q, bool tr, int64_t r, int64_t s,
+                                       int a0, int a1, int a2, int a3, int a4, int a5, int a6,
+                                       int a7)
+{
+    const int a[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
+    lk_qepi p[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int64_t rj = r + ((j >> 1) & 1) * 8, sj = s + (j >> 2) * 8 + (j & 1);
+        const int64_t m = tr ? sj : rj, n = tr ? rj : sj;
+        if (m < q.m && n < q.n)
+            p[j] = lk_qgemm_pre(q, m, n);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int64_t rj = r + ((j >> 1) & 1) * 8, sj = s + (j >> 2) * 8 + (j & 1);
+        const int64_t m = tr ? sj : rj, n = tr ? rj : sj;
+        if (m < q.m && n < q.n)
+            lk_qgemm_store_pre(q, m, n, a[j], p[j]);
+    }
+}
+
+/* Whether a tile takes the fast epilogue. */
+__device__ __forceinline__ bool wq_fast(const lk_qgemm_args &q)
+{
+    return q.x_scale.data != nullptr && q.y.dtype == LK_F32 && !(q.flags & LK_GEMM_ACCUMULATE);
+}
+
+/* The two consumer warpgroups' named barrier (0 is __syncthreads). */
+__device__ __forceinline__ void wq_consumer_sync()
+{
+    asm volatile("bar.sync 1, 256;\n" ::: "memory");
+}
+
+/* Stage the scales of a tile's columns s0 .. s0 + W - 1 (x scales of y^T's
+ * columns when tr, else w scales of y's) from consumer thread u (0 ..
+ * 255), after every consumer's reads of the previous tile's; 1 past the
+ * edge.  One copy for both warpgroups: the 4-stage 256-column kernel has
+ * 1 KiB of shared memory left. */
+template <int W>
+__device__ __forceinline__ void wq_stage_scales(const lk_qgemm_args &q, bool tr, int64_t s0,
+                                                int u, float *sc)
+{
+    if (!wq_fast(q))
+        return;
+    wq_consumer_sync();
+    const float *const xsp = (const float *)q.x_scale.data;
+    const float *const wsp = (const float *)q.w_scale.data;
+#pragma unroll
+    for (int j = u; j < W; j += 256) {
+        const int64_t col = s0 + j;
+        float v = 1.0f;
+        if (tr ? col < q.m : col < q.n)
+            v = tr ? xsp[col * q.x_scale.ld] : wsp[q.w_scale.cols == 1 ? 0 : col];
+        sc[j] = v;
+    }
+}
+
+/* A thread's ACC accumulators, i at (r + 8 ((i / 2) % 2), s + 8 (i / 4) +
+ * i % 2) as (m, n), or (n, m) when tr; rsc[2]: the scales of its two rows
+ * r and r + 8, sc: the staged column scales, s0 the tile's first column. */
+template <int ACC>
+__device__ __forceinline__ void wq_store(const lk_qgemm_args &q, bool tr, int64_t r, int64_t s,
+                                         int64_t s0, const float (&rsc)[2], const float *sc,
+                                         const int (&acc)[ACC])
+{
+    if (wq_fast(q)) {
+        wq_consumer_sync(); /* the staged scales are written */
+        const int64_t rows = tr ? q.n : q.m, cols = tr ? q.m : q.n;
+        /* element (r', s') of the tile at y + r' * rstr + s' * sstr */
+        const int64_t rstr = tr ? 1 : q.y.ld, sstr = tr ? q.y.ld : 1;
+        float *const y = (float *)q.y.data + r * rstr + s * sstr;
+        const float *const scs = sc + (s - s0);
+        const bool in0 = r < rows, in1 = r + 8 < rows;
+        /* y's elements i, i + 1 are neighbours in a row unless tr: one
+         * 8-byte store where y's rows allow (whole 32-byte sectors) */
+        const bool pairs = !tr && ((uintptr_t)y & 7) == 0 && (q.y.ld & 1) == 0;
+#pragma unroll
+        for (int i = 0; i < ACC; i += 2) {
+            const int rr = (i >> 1) & 1, off = (i >> 2) * 8;
+            if (!(rr ? in1 : in0))
+                continue;
+            float v[2];
+#pragma unroll
+            for (int b = 0; b < 2; b++) {
+                const float xs = tr ? scs[off + b] : rsc[rr], ws = tr ? rsc[rr] : scs[off + b];
+                v[b] = __fmul_rn(__fdiv_rn(__int2float_rn(acc[i + b]), xs), ws);
+            }
+            float *const p = y + rr * 8 * rstr + off * sstr;
+            if (pairs && s + off + 1 < cols) {
+                *reinterpret_cast<float2 *>(p) = make_float2(v[0], v[1]);
+            } else {
+                if (s + off < cols)
+                    p[0] = v[0];
+                if (s + off + 1 < cols)
+                    p[sstr] = v[1];
+            }
+        }
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < ACC; i += 8)
+        wq_store8(q, tr, r, s + (i >> 2) * 8, acc[i], acc[i + 1], acc[i + 2], acc[i + 3],
+                  acc[i + 4], acc[i + 5], acc[i + 6], acc[i + 7]);
+}
+
 #endif /* LK_WG_BODY */
 
 template <lk_dtype D, int BM, int BN>
 __global__ void __launch_bounds__(WG_THREADS, 1)
     wg_gemm_kernel(const __grid_constant__ CUtensorMap amap,
-                   const __grid_constant__ CUtensorMap bmap, wg_kargs g)
+                   const __grid_constant__ CUtensorMap bmap, const __grid_constant__ wg_kargs g)
 {
     lk_pdl_wait();
     lk_pdl_trigger();
@@ -746,7 +866,7 @@ struct wq_kargs {
 template <bool T2, int BN>
 __global__ void __launch_bounds__(WG_THREADS, 1)
     wq_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap,
-              wq_kargs g)
+              const __grid_constant__ wq_kargs g)
 {
     lk_pdl_wait();
     lk_pdl_trigger();
@@ -754,6 +874,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     typedef wq_cfg<T2, BN> C;
     constexpr int ACC = BN / 2; /* int32 accumulators per thread: 64 x BN over 128 threads */
     __shared__ __align__(8) uint64_t bars[3 * C::STAGES]; /* loaded[s], decoded[s], empty[s] */
+    __shared__ float col_scale[BN];                      /* wq_stage_scales */
     extern __shared__ __align__(128) unsigned char wq_smem_raw[];
     const uint32_t base = lk_smem_addr(wq_smem_raw);
     const uint32_t ring = (base + 1023u) & ~1023u;
@@ -852,6 +973,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int64_t m0, n0;
         wg_tile(tile, g.tiles_m, g.tiles_n, BN, m0, n0);
+        wq_stage_scales<BN>(g.q, false, n0, tid - 128, col_scale);
         int acc[ACC];
 #pragma unroll
         for (int i = 0; i < ACC; i++)
@@ -886,34 +1008,17 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         if (prev != ~0u && lane == 0)
             mbar_arrive(empty0 + 8 * prev);
 
-        /* lk_qgemm_store's epilogue with a thread's two x scales loaded
-         * once; accumulator i: n8 block i / 4, row g (+ 8 for i % 4 >= 2),
-         * column 2 t + i % 2 */
+        /* accumulator i: n8 block i / 4, row g (+ 8 for i % 4 >= 2),
+         * column 2 t + i % 2; the thread's two x scales loaded once */
         const int64_t mrow = m0 + c * 64 + warp * 16 + (lane >> 2);
         const float *const xsp = (const float *)g.q.x_scale.data;
-        const float *const wsp = (const float *)g.q.w_scale.data;
         float xs[2] = {1.0f, 1.0f};
         if (xsp)
 #pragma unroll
             for (int r = 0; r < 2; r++)
                 if (mrow + 8 * r < g.q.m)
                     xs[r] = xsp[(mrow + 8 * r) * g.q.x_scale.ld];
-#pragma unroll
-        for (int i = 0; i < ACC; i++) {
-            const int64_t m = mrow + ((i >> 1) & 1) * 8;
-            const int64_t n = n0 + (i >> 2) * 8 + (lane & 3) * 2 + (i & 1);
-            if (m < g.q.m && n < g.q.n) {
-                const int64_t yi = m * g.q.y.ld + n;
-                if (!xsp) {
-                    ((int32_t *)g.q.y.data)[yi] = acc[i];
-                } else {
-                    const float ws = wsp[g.q.w_scale.cols == 1 ? 0 : n];
-                    const float v =
-                        __fmul_rn(__fdiv_rn(__int2float_rn(acc[i]), xs[(i >> 1) & 1]), ws);
-                    lk_qgemm_put(g.q, yi, v);
-                }
-            }
-        }
+        wq_store(g.q, false, mrow, n0 + (lane & 3) * 2, n0, xs, col_scale, acc);
     }
 #endif
 }
@@ -985,7 +1090,7 @@ template <int R> __device__ __forceinline__ void wr_fence_regs(uint32_t (&d)[R])
 template <int BX>
 __global__ void __launch_bounds__(WG_THREADS, 1)
     wr_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap,
-              wq_kargs g)
+              const __grid_constant__ wq_kargs g)
 {
     lk_pdl_wait();
     lk_pdl_trigger();
@@ -993,6 +1098,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     typedef wr_cfg<BX> C;
     constexpr int ACC = BX / 2; /* int32 accumulators per thread: 64 x BX over 128 threads */
     __shared__ __align__(8) uint64_t bars[2 * C::STAGES]; /* loaded[s], empty[s] */
+    __shared__ float col_scale[BX];                      /* wq_stage_scales */
     extern __shared__ __align__(128) unsigned char wr_smem_raw[];
     const uint32_t base = lk_smem_addr(wr_smem_raw);
     const uint32_t ring = (base + 1023u) & ~1023u;
@@ -1045,76 +1151,83 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     const int c = wg - 1, lane = tid & 31, warp = (tid / 32) & 3, t = lane & 3;
     const int prow = c * 64 + warp * 16 + (lane >> 2); /* this thread's row g in the code tile */
     uint32_t s = 0, ph = 0;
-    uint32_t fa[16], fb[16]; /* A fragments (two: room to overlap later) */
+    uint32_t fa[16], fb[16]; /* A fragments of two slices */
     for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int64_t w0, x0;
         wg_tile(tile, g.tiles_m, g.tiles_n, BX, w0, x0);
+        wq_stage_scales<BX>(g.q, true, x0, tid - 128, col_scale);
         int acc[ACC];
 #pragma unroll
         for (int i = 0; i < ACC; i++)
             acc[i] = 0;
-        auto slice = [&](uint32_t (&f)[16]) {
-            mbar_wait(loaded0 + 8 * s, ph);
-            const unsigned char *const st = gring + s * C::STAGE_BYTES;
-            wr_fence_regs(f);
-            wr_decode(st + C::X_BYTES + prow * 32, t, f);
-            const uint32_t x_src = ring + s * C::STAGE_BYTES;
+        /* two slices per wgmma group: both decoded (two independent
+         * chains for the scheduler) before the group's first wgmma, since
+         * ptxas serializes wgmmas whose A registers are written while any
+         * wgmma is in flight (C7513), even another buffer's; the other
+         * consumer warpgroup overlaps this one's decode */
+        for (int64_t kt = 0; kt < ktiles; kt += 2) {
+            const bool two = kt + 1 < ktiles;
+            const uint32_t s0 = s, s1 = s + 1 == C::STAGES ? 0 : s + 1;
+            const uint32_t ph1 = s + 1 == C::STAGES ? ph ^ 1u : ph;
+            mbar_wait(loaded0 + 8 * s0, ph);
+            wr_fence_regs(fa);
+            wr_decode(gring + s0 * C::STAGE_BYTES + C::X_BYTES + prow * 32, t, fa);
+            wr_fence_regs(fb);
+            if (two) {
+                mbar_wait(loaded0 + 8 * s1, ph1);
+                wr_decode(gring + s1 * C::STAGE_BYTES + C::X_BYTES + prow * 32, t, fb);
+            } else {
+                /* an odd count's last group: zero weights add nothing to
+                 * the exact int32 sums (no branch around the wgmmas) */
+#pragma unroll
+                for (int i = 0; i < 16; i++)
+                    fb[i] = 0;
+            }
+            const uint32_t x0s = ring + s0 * C::STAGE_BYTES;
+            const uint32_t x1s = two ? ring + s1 * C::STAGE_BYTES : x0s;
             wg_fence_regs(acc);
-            wr_fence_regs(f);
+            wr_fence_regs(fa);
+            wr_fence_regs(fb);
             wg_fence();
-            wr_mma<BX>::template run<0>(acc, f, wg_desc(x_src));
-            wr_mma<BX>::template run<1>(acc, f, wg_desc(x_src + 32));
-            wr_mma<BX>::template run<2>(acc, f, wg_desc(x_src + 64));
-            wr_mma<BX>::template run<3>(acc, f, wg_desc(x_src + 96));
+            wr_mma<BX>::template run<0>(acc, fa, wg_desc(x0s));
+            wr_mma<BX>::template run<1>(acc, fa, wg_desc(x0s + 32));
+            wr_mma<BX>::template run<2>(acc, fa, wg_desc(x0s + 64));
+            wr_mma<BX>::template run<3>(acc, fa, wg_desc(x0s + 96));
+            wr_mma<BX>::template run<0>(acc, fb, wg_desc(x1s));
+            wr_mma<BX>::template run<1>(acc, fb, wg_desc(x1s + 32));
+            wr_mma<BX>::template run<2>(acc, fb, wg_desc(x1s + 64));
+            wr_mma<BX>::template run<3>(acc, fb, wg_desc(x1s + 96));
             wg_commit();
-            /* all done before the next decode: registers that a wgmma in
-             * flight reads may not be written (ptxas would serialize the
-             * wgmmas); the other consumer warpgroup overlaps this one */
             wg_wait<0>();
             wg_fence_regs(acc);
-            wr_fence_regs(f);
-            if (lane == 0)
-                mbar_arrive(empty0 + 8 * s);
+            wr_fence_regs(fa);
+            wr_fence_regs(fb);
+            if (lane == 0) {
+                mbar_arrive(empty0 + 8 * s0);
+                if (two)
+                    mbar_arrive(empty0 + 8 * s1);
+            }
+            s = two ? s1 : s0;
+            ph = two ? ph1 : ph;
             if (++s == C::STAGES) {
                 s = 0;
                 ph ^= 1u;
             }
-        };
-        for (int64_t kt = 0; kt < ktiles; kt += 2) {
-            slice(fa);
-            if (kt + 1 < ktiles)
-                slice(fb);
         }
 
         /* accumulator i: weight row (y column) prow (+ 8 for i % 4 >= 2),
-         * x row (y row) x0 + 8 (i / 4) + 2t + i % 2; lk_qgemm_store's
-         * epilogue */
-        const float *const xsp = (const float *)g.q.x_scale.data;
+         * x row (y row) x0 + 8 (i / 4) + 2t + i % 2; the thread's two w
+         * scales loaded once */
         const float *const wsp = (const float *)g.q.w_scale.data;
         float ws[2] = {1.0f, 1.0f};
-        if (xsp)
+        if (g.q.x_scale.data)
 #pragma unroll
             for (int r = 0; r < 2; r++) {
                 const int64_t n = w0 + prow + 8 * r;
                 if (n < g.q.n)
                     ws[r] = wsp[g.q.w_scale.cols == 1 ? 0 : n];
             }
-#pragma unroll
-        for (int i = 0; i < ACC; i++) {
-            const int64_t n = w0 + prow + ((i >> 1) & 1) * 8;
-            const int64_t m = x0 + (i >> 2) * 8 + 2 * t + (i & 1);
-            if (m < g.q.m && n < g.q.n) {
-                const int64_t yi = m * g.q.y.ld + n;
-                if (!xsp) {
-                    ((int32_t *)g.q.y.data)[yi] = acc[i];
-                } else {
-                    const float xs = xsp[m * g.q.x_scale.ld];
-                    const float v =
-                        __fmul_rn(__fdiv_rn(__int2float_rn(acc[i]), xs), ws[(i >> 1) & 1]);
-                    lk_qgemm_put(g.q, yi, v);
-                }
-            }
-        }
+        wq_store(g.q, true, w0 + prow, x0 + 2 * t, x0, ws, col_scale, acc);
     }
 #endif
 }
@@ -1431,20 +1544,16 @@ bool lk_cuda_tc_wgmma_ternary_ra(lk_cuda_queue *queue, const lk_qgemm_args *a, i
     if (a->m > 2147483647 - 256 || a->n > 2147483647 - WG_BM || a->k > 2147483647 - WQ_BK)
         return false;
     if (bx == 0) {
-        /* the x-side width with the least work on the busiest SM (waves x
-         * tile area); a tie goes to the wider tile (fewer code decodes per
-         * MMA).  96 fills the SMs where 128 leaves many idle: M = 512
-         * against 2560 weight rows is 120 tiles of 96 on an H200's 132 SMs,
-         * 80 of 128 */
+        /* the x-side width with the least time on the busiest SM: rounds
+         * of tiles x a tile's time.  A tile's time is mostly its weight
+         * rows' decode, the same for every width (H200, K = 2560: 96 and
+         * 128 wide 14.6 us, 256 wide 23.5), so 96 never pays (same time,
+         * less output; forced only) and 256 costs 1.6 x 128.  A tie goes to
+         * 128 (fewer bytes of x per tile than two of 96) */
         const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1, tw = (a->n + WG_BM - 1) / WG_BM;
-        int64_t best = 0;
-        for (const int w : {256, 128, 96}) {
-            const int64_t cost = (tw * ((a->m + w - 1) / w) + sms - 1) / sms * w;
-            if (bx == 0 || cost < best) {
-                best = cost;
-                bx = w;
-            }
-        }
+        const int64_t r128 = (tw * ((a->m + 127) / 128) + sms - 1) / sms;
+        const int64_t r256 = (tw * ((a->m + 255) / 256) + sms - 1) / sms;
+        bx = r256 * 8 < r128 * 5 ? 256 : 128;
     }
     return bx == 256   ? wr_launch<256>(dev, a, queue->stream)
            : bx == 128 ? wr_launch<128>(dev, a, queue->stream)
