@@ -147,7 +147,11 @@ static const char *const variants[] = {"",       "128x128",         "64x128",
                                        "64x64-generic", "simt", "mma.sync",
                                        "wgmma",  "wgmma-n128",      "wgmma-n256", "wgmma-n64",
                                        "wgmma-ra", "wgmma-ra-x96",   "wgmma-ra-x128",
-                                       "wgmma-ra-x256"};
+                                       "wgmma-ra-x256",
+                                       /* K split over clusters of blocks (-s1: none; more
+                                        * blocks than slices leaves some with none) */
+                                       "wgmma-ra-x128-s1", "wgmma-ra-x128-s3",
+                                       "wgmma-ra-x256-s2", "wgmma-ra-x96-s8"};
 #define NVAR (sizeof variants / sizeof variants[0])
 
 static int64_t round_up(int64_t v, int64_t a)
@@ -164,9 +168,10 @@ static void test_op(int op)
         /* more 128 x 256 tiles than an H200 has SMs: the wgmma kernel's
          * blocks take several tiles each (aligned: even index) */
         {300, 1000, 77}, {2048, 2304, 200},
-        /* prefill-sized: the automatic choice takes the 96-row x tiles
-         * (H200: 20 x 6 of them) */
-        {600, 330, 65}, {520, 2560, 192}};
+        /* prefill-sized (H200: 20 x 5 tiles of 128 x 128, no split) */
+        {600, 330, 65}, {520, 2560, 192},
+        /* few tiles, long K: the automatic choice splits K over clusters */
+        {33, 640, 2560}, {130, 300, 1536}};
     const size_t ns = sizeof shapes / sizeof shapes[0];
     int bad[NVAR] = {0}, cases = 0;
     for (size_t s = 0; s < ns; s++) {

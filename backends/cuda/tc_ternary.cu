@@ -25,8 +25,10 @@
  * -generic: the plain loader) forces an mma.sync variant, =mma.sync the
  * automatic mma.sync choice, =wgmma, wgmma-n64, wgmma-n128, wgmma-n256 the wgmma
  * kernel (where it does not apply: the automatic mma.sync choice),
- * =wgmma-ra, wgmma-ra-x128, wgmma-ra-x256 (LK_T2 only; int8: the wgmma
- * kernel) the kernel with the weights decoded in registers; =simt
+ * =wgmma-ra, wgmma-ra-x96, wgmma-ra-x128, wgmma-ra-x256 (LK_T2 only;
+ * int8: the wgmma kernel) the kernel with the weights decoded in
+ * registers, each with -sN to split K over clusters of N (1..8) blocks
+ * per tile (-s1: no split); =simt
  * leaves the call to the dp4a kernels (tests compare them). */
 #include <stdlib.h>
 #include <string.h>
@@ -304,20 +306,21 @@ bool lk_cuda_tc_qgemm(lk_cuda_queue *queue, const lk_qgemm_args *a, bool t2)
      * unless an mma.sync variant is forced */
     const bool want_wgmma = force && *force ? strncmp(force, "wgmma", 5) == 0
                                             : LK_TC_WGMMA_INT_AUTO;
-    /* automatic: the weights-as-A kernel unless its 128 x 128 tiles fill
-     * fewer than half the SMs (few weight rows), where the x-as-A
-     * kernel's 128 x 64 tiles give more blocks (H200: 512 x 640 x 2560
-     * 26 -> 18 us) */
+    /* automatic: LK_T2 on the weights-as-A kernel (which splits K where
+     * its tiles are few); int8 on the x-as-A kernel, with 128 x 64 tiles
+     * where 128 x 128 ones would fill fewer than half the SMs */
     const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1;
     const bool few = ((a->n + 127) / 128) * ((a->m + 127) / 128) * 2 < sms;
     if (want_wgmma && t2 &&
-        (force && *force ? strncmp(force, "wgmma-ra", 8) == 0 : LK_TC_WGMMA_RA_AUTO && !few)) {
+        (force && *force ? strncmp(force, "wgmma-ra", 8) == 0 : LK_TC_WGMMA_RA_AUTO)) {
         const int bx = !force                 ? 0
                        : strstr(force, "x128") ? 128
                        : strstr(force, "x256") ? 256
                        : strstr(force, "x96")  ? 96
                                                : 0;
-        if (lk_cuda_tc_wgmma_ternary_ra(queue, a, bx))
+        const char *sp = force ? strstr(force, "-s") : NULL;
+        const int split = sp ? atoi(sp + 2) : 0;
+        if (lk_cuda_tc_wgmma_ternary_ra(queue, a, bx, split < 0 ? 0 : split))
             return true;
     }
     if (want_wgmma) {

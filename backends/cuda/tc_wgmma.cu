@@ -861,6 +861,7 @@ template <bool T2, int BN> struct wq_cfg {
 struct wq_kargs {
     lk_qgemm_args q;
     int64_t tiles_m, tiles_n, ktiles;
+    int split; /* weights-as-A kernel: 1, or blocks per tile (a cluster), each a part of K */
 };
 
 template <bool T2, int BN>
@@ -1087,6 +1088,124 @@ template <int R> __device__ __forceinline__ void wr_fence_regs(uint32_t (&d)[R])
 }
 #endif
 
+#if LK_WG_BODY
+/* A split tile's sum (wr_kernel with g.split = S > 1, one tile per
+ * cluster of S blocks, each with the same thread -> accumulator mapping
+ * and a part of K).  Groups of 8 accumulators, q of G = ACC / 8, belong
+ * to rank q S / G.  Every block puts its groups into its own ring (free
+ * once its wgmmas are done: one tile per block): another rank's into the
+ * slot for that rank, its own into its sum area; then each owner adds the
+ * slots meant for it from every other block's ring (distributed shared
+ * memory, 16-byte loads that can all be in flight) to its sums.  Integer
+ * sums: any order gives the same bits.  Everything after the accumulators
+ * leave the registers is a loop over the owned groups (the unrolled
+ * register epilogue with a runtime range was 200 KiB of code and missed
+ * the instruction cache).  Layout, 16 bytes per (4 accumulators, thread
+ * u): [area][il / 4][u] with area = peer slot (0 .. S - 2) or S - 1 for the
+ * sums, il owner-relative. */
+__device__ __forceinline__ void cluster_sync_all()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+struct wr_split {
+    int S, rank, gmax, glo, ghi; /* owned groups [glo, ghi) */
+    uint32_t ring;
+    int u;
+    __device__ __forceinline__ uint32_t at(int area, int il) const
+    {
+        return ring + (uint32_t)(((area * gmax * 2 + il / 4) * 256 + u) * 16);
+    }
+};
+
+template <int ACC>
+__device__ __forceinline__ wr_split wr_split_sum(const int (&acc)[ACC], int S, int rank,
+                                                 uint32_t ring, int u)
+{
+    constexpr int G = ACC / 8;
+    wr_split sp;
+    sp.S = S;
+    sp.rank = rank;
+    sp.gmax = (G + S - 1) / S; /* most groups a rank owns */
+    sp.glo = (rank * G + S - 1) / S;
+    sp.ghi = ((rank + 1) * G + S - 1) / S;
+    sp.ring = ring;
+    sp.u = u;
+#pragma unroll
+    for (int i = 0; i < ACC; i += 4) {
+        const int o = (i / 8) * S / G, ofirst = (o * G + S - 1) / S;
+        const int area = o == rank ? S - 1 : o < rank ? o : o - 1;
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                         sp.at(area, i - 8 * ofirst)),
+                     "r"(acc[i]), "r"(acc[i + 1]), "r"(acc[i + 2]), "r"(acc[i + 3])
+                     : "memory");
+    }
+    cluster_sync_all(); /* every block's parts are in its ring */
+    for (int il = 0; il < 8 * (sp.ghi - sp.glo); il += 4) {
+        uint4 t;
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(t.x), "=r"(t.y), "=r"(t.z), "=r"(t.w)
+                     : "r"(sp.at(S - 1, il)));
+        for (int p = 0; p < S; p++) {
+            if (p == rank)
+                continue;
+            uint32_t remote, v0, v1, v2, v3;
+            /* my slot in peer p's numbering */
+            asm("mapa.shared::cluster.u32 %0, %1, %2;\n"
+                : "=r"(remote)
+                : "r"(sp.at(rank - (rank > p ? 1 : 0), il)), "r"(p));
+            asm volatile("ld.shared::cluster.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                         : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3)
+                         : "r"(remote));
+            t.x += v0; /* uint32: int32 wraps as the MMA's */
+            t.y += v1;
+            t.z += v2;
+            t.w += v3;
+        }
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(sp.at(S - 1, il)),
+                     "r"(t.x), "r"(t.y), "r"(t.z), "r"(t.w)
+                     : "memory");
+    }
+    cluster_sync_all(); /* no block leaves while a peer may still read its ring */
+    return sp;
+}
+
+/* The owned groups' epilogue (wq_store's, y^T tile: element i of thread u
+ * at (n, m) = (r + 8 ((i / 2) % 2), s + 8 (i / 4) + i % 2)), from the sums
+ * wr_split_sum left in shared memory. */
+__device__ __forceinline__ void wr_split_store(const lk_qgemm_args &q, const wr_split &sp,
+                                               int64_t r, int64_t s, int64_t s0,
+                                               const float (&rsc)[2], const float *sc)
+{
+    for (int g = sp.glo; g < sp.ghi; g++) {
+        int a[8];
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                         : "=r"(a[4 * h]), "=r"(a[4 * h + 1]), "=r"(a[4 * h + 2]),
+                           "=r"(a[4 * h + 3])
+                         : "r"(sp.at(sp.S - 1, 8 * (g - sp.glo) + 4 * h)));
+        if (!wq_fast(q)) {
+            wq_store8(q, true, r, s + 16 * g, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
+            continue;
+        }
+        const int64_t rows = q.n, cols = q.m;
+        float *const y = (float *)q.y.data + r + s * q.y.ld;
+        const float *const scs = sc + (s - s0);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int rr = (j >> 1) & 1, off = (2 * g + (j >> 2)) * 8 + (j & 1);
+            if (r + 8 * rr >= rows || s + off >= cols)
+                continue;
+            y[rr * 8 + off * q.y.ld] =
+                __fmul_rn(__fdiv_rn(__int2float_rn(a[j]), scs[off]), rsc[rr]);
+        }
+    }
+}
+
+#endif
+
 template <int BX>
 __global__ void __launch_bounds__(WG_THREADS, 1)
     wr_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap,
@@ -1115,18 +1234,23 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
-    /* tiles_m: 128-row tiles of W (q.n), tiles_n: BX-row tiles of x (q.m) */
-    const int64_t tiles = g.tiles_m * g.tiles_n, ktiles = g.ktiles;
+    /* tiles_m: 128-row tiles of W (q.n), tiles_n: BX-row tiles of x (q.m).
+     * Split (g.split = S > 1): block b is rank b % S of a cluster of S that
+     * takes tile b / S, and multiplies its part of the slices */
+    const int64_t tiles = g.tiles_m * g.tiles_n;
+    const int S = g.split, rank = S > 1 ? (int)(blockIdx.x % S) : 0;
+    const int64_t tile0 = S > 1 ? blockIdx.x / S : blockIdx.x, tstep = S > 1 ? tiles : gridDim.x;
+    const int64_t klo = g.ktiles * rank / S, khi = g.ktiles * (rank + 1) / S;
 
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
             uint32_t s = 0, ph = 0;
             bool used = false;
-            for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+            for (int64_t tile = tile0; tile < tiles; tile += tstep) {
                 int64_t w0, x0;
                 wg_tile(tile, g.tiles_m, g.tiles_n, BX, w0, x0);
-                for (int64_t kt = 0; kt < ktiles; kt++) {
+                for (int64_t kt = klo; kt < khi; kt++) {
                     if (used)
                         mbar_wait(empty0 + 8 * s, ph ^ 1u);
                     const uint32_t x_dst = ring + s * C::STAGE_BYTES;
@@ -1152,7 +1276,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     const int prow = c * 64 + warp * 16 + (lane >> 2); /* this thread's row g in the code tile */
     uint32_t s = 0, ph = 0;
     uint32_t fa[16], fb[16]; /* A fragments of two slices */
-    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    for (int64_t tile = tile0; tile < tiles; tile += tstep) {
         int64_t w0, x0;
         wg_tile(tile, g.tiles_m, g.tiles_n, BX, w0, x0);
         wq_stage_scales<BX>(g.q, true, x0, tid - 128, col_scale);
@@ -1165,8 +1289,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
          * ptxas serializes wgmmas whose A registers are written while any
          * wgmma is in flight (C7513), even another buffer's; the other
          * consumer warpgroup overlaps this one's decode */
-        for (int64_t kt = 0; kt < ktiles; kt += 2) {
-            const bool two = kt + 1 < ktiles;
+        for (int64_t kt = klo; kt < khi; kt += 2) {
+            const bool two = kt + 1 < khi;
             const uint32_t s0 = s, s1 = s + 1 == C::STAGES ? 0 : s + 1;
             const uint32_t ph1 = s + 1 == C::STAGES ? ph ^ 1u : ph;
             mbar_wait(loaded0 + 8 * s0, ph);
@@ -1227,7 +1351,14 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                 if (n < g.q.n)
                     ws[r] = wsp[g.q.w_scale.cols == 1 ? 0 : n];
             }
-        wq_store(g.q, true, w0 + prow, x0 + 2 * t, x0, ws, col_scale, acc);
+        if (S > 1) {
+            if (wq_fast(g.q))
+                wq_consumer_sync(); /* the staged scales are written */
+            const wr_split sp = wr_split_sum<ACC>(acc, S, rank, ring, tid - 128);
+            wr_split_store(g.q, sp, w0 + prow, x0 + 2 * t, x0, ws, col_scale);
+        } else {
+            wq_store(g.q, true, w0 + prow, x0 + 2 * t, x0, ws, col_scale, acc);
+        }
     }
 #endif
 }
@@ -1383,6 +1514,7 @@ bool wq_launch(const lk_cuda_device *dev, const lk_qgemm_args *q, cudaStream_t s
         return false;
     wq_kargs g;
     g.q = *q;
+    g.split = 1;
     g.tiles_m = (q->m + WG_BM - 1) / WG_BM;
     g.tiles_n = (q->n + BN - 1) / BN;
     g.ktiles = (q->k + WQ_BK - 1) / WQ_BK;
@@ -1393,11 +1525,13 @@ bool wq_launch(const lk_cuda_device *dev, const lk_qgemm_args *q, cudaStream_t s
 }
 
 
-template <int BX> bool wr_launch(const lk_cuda_device *dev, const lk_qgemm_args *q, cudaStream_t st)
+/* Whether wr_kernel<BX> can run on the device (as wg_launch: the image
+ * has the wgmma body and the device the room), its shared memory opted in
+ * once. */
+template <int BX> bool wr_ready(const lk_cuda_device *dev)
 {
     typedef wr_cfg<BX> C;
     auto kern = wr_kernel<BX>;
-    /* as wg_launch: the image has the wgmma body and the device the room */
     static unsigned long long probed, usable;
     const unsigned long long bit =
         dev->ordinal >= 0 && dev->ordinal < 64 ? 1ull << dev->ordinal : 0;
@@ -1416,7 +1550,46 @@ template <int BX> bool wr_launch(const lk_cuda_device *dev, const lk_qgemm_args 
             return false;
         }
     }
-    if (bit && !(__atomic_load_n(&usable, __ATOMIC_ACQUIRE) & bit))
+    return !bit || (__atomic_load_n(&usable, __ATOMIC_ACQUIRE) & bit);
+}
+
+/* Clusters of split (2..8) wr_kernel<BX> blocks the device holds at once
+ * (one block an SM, a cluster within one GPC: 132 SMs held 16 clusters of
+ * 6 but 33 of 4 on an H200), cached per device; 0 where unknown. */
+template <int BX> int wr_clusters(const lk_cuda_device *dev, int split)
+{
+    static int cache[64][9]; /* 0: not asked, -1: none, else the count */
+    if (dev->ordinal < 0 || dev->ordinal >= 64 || split < 2 || split > 8 || !wr_ready<BX>(dev))
+        return 0;
+    int v = __atomic_load_n(&cache[dev->ordinal][split], __ATOMIC_ACQUIRE);
+    if (v == 0) {
+        cudaLaunchAttribute attr[1] = {};
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = (unsigned)split;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3((unsigned)split);
+        cfg.blockDim = dim3(WG_THREADS);
+        cfg.dynamicSmemBytes = wr_cfg<BX>::SMEM;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        int n = 0;
+        if (cudaOccupancyMaxActiveClusters(&n, wr_kernel<BX>, &cfg) != cudaSuccess || n < 1)
+            n = -1;
+        (void)cudaGetLastError();
+        __atomic_store_n(&cache[dev->ordinal][split], n, __ATOMIC_RELEASE);
+        v = n;
+    }
+    return v < 0 ? 0 : v;
+}
+
+template <int BX>
+bool wr_launch(const lk_cuda_device *dev, const lk_qgemm_args *q, int split, cudaStream_t st)
+{
+    typedef wr_cfg<BX> C;
+    auto kern = wr_kernel<BX>;
+    if (!wr_ready<BX>(dev))
         return false;
     encode_fn enc = get_encode();
     if (!enc)
@@ -1431,9 +1604,36 @@ template <int BX> bool wr_launch(const lk_cuda_device *dev, const lk_qgemm_args 
     g.tiles_m = (q->n + WG_BM - 1) / WG_BM; /* weight rows */
     g.tiles_n = (q->m + BX - 1) / BX;       /* x rows */
     g.ktiles = (q->k + WQ_BK - 1) / WQ_BK;
+    g.split = split;
     const int64_t tiles = g.tiles_m * g.tiles_n, sms = dev->sm_count > 0 ? dev->sm_count : 1;
-    const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
-    lk_launch(wr_kernel<BX>, grid, WG_THREADS, C::SMEM, st, xm, wm, g);
+    if (split <= 1) {
+        const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
+        lk_launch(wr_kernel<BX>, grid, WG_THREADS, C::SMEM, st, xm, wm, g);
+        return true;
+    }
+    /* one cluster of split blocks per tile (the caller keeps tiles x split
+     * within a grid) */
+    cudaLaunchAttribute attr[2] = {};
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)split;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(tiles * split));
+    cfg.blockDim = dim3(WG_THREADS);
+    cfg.dynamicSmemBytes = C::SMEM;
+    cfg.stream = st;
+    cfg.attrs = attr;
+    cfg.numAttrs = lk_pdl_now ? 2 : 1;
+    if (cudaLaunchKernelEx(&cfg, kern, xm, wm, g) != cudaSuccess) {
+        /* a cluster the device cannot place: the same tiles unsplit */
+        (void)cudaGetLastError();
+        g.split = 1;
+        const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
+        lk_launch(wr_kernel<BX>, grid, WG_THREADS, C::SMEM, st, xm, wm, g);
+    }
     return true;
 }
 
@@ -1532,7 +1732,7 @@ bool lk_cuda_tc_wgmma_qgemm(lk_cuda_queue *queue, const lk_qgemm_args *a, bool t
                        : wq_launch<false, 64>(dev, a, st);
 }
 
-bool lk_cuda_tc_wgmma_ternary_ra(lk_cuda_queue *queue, const lk_qgemm_args *a, int bx)
+bool lk_cuda_tc_wgmma_ternary_ra(lk_cuda_queue *queue, const lk_qgemm_args *a, int bx, int split)
 {
     const lk_cuda_device *dev = queue->dev;
     if (dev->cc_major != 9 || dev->cc_minor != 0 || a->m < 1 || a->n < 1 || a->k < 1)
@@ -1543,19 +1743,51 @@ bool lk_cuda_tc_wgmma_ternary_ra(lk_cuda_queue *queue, const lk_qgemm_args *a, i
         return false;
     if (a->m > 2147483647 - 256 || a->n > 2147483647 - WG_BM || a->k > 2147483647 - WQ_BK)
         return false;
-    if (bx == 0) {
-        /* the x-side width with the least time on the busiest SM: rounds
-         * of tiles x a tile's time.  A tile's time is mostly its weight
-         * rows' decode, the same for every width (H200, K = 2560: 96 and
-         * 128 wide 14.6 us, 256 wide 23.5), so 96 never pays (same time,
-         * less output; forced only) and 256 costs 1.6 x 128.  A tie goes to
-         * 128 (fewer bytes of x per tile than two of 96) */
-        const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1, tw = (a->n + WG_BM - 1) / WG_BM;
-        const int64_t r128 = (tw * ((a->m + 127) / 128) + sms - 1) / sms;
-        const int64_t r256 = (tw * ((a->m + 255) / 256) + sms - 1) / sms;
-        bx = r256 * 8 < r128 * 5 ? 256 : 128;
+    const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1, tw = (a->n + WG_BM - 1) / WG_BM;
+    const int64_t ktiles = (a->k + WQ_BK - 1) / WQ_BK;
+    /* The width and split with the least time: rounds of tiles (of
+     * clusters where split) x a block's time.  A block's time (H200, in 50
+     * ns units) is mostly its weight rows' decode: 14 a slice at widths 96
+     * and 128, 23 at 256 (K = 2560: 128 wide 17.5 us a tile, 256 wide
+     * 26.3), so 96 never pays (forced only); a split block adds the
+     * exchange and its cluster's barriers, 80 at 128, 140 at 256 (fitted:
+     * 128 wide, K / S = 2.5 .. 10 slices: 9.2 .. 14.4 us).  Ties go to the
+     * narrower tile and the smaller split. */
+    int64_t best = -1;
+    int bbx = bx, bsp = split;
+    for (const int w : {96, 128, 256}) {
+        if (bx ? w != bx : w == 96)
+            continue;
+        const int64_t tiles = tw * ((a->m + w - 1) / w), per = w == 256 ? 23 : 14,
+                      fix = w == 256 ? 140 : 80;
+        for (int sp = 1; sp <= 8; sp++) {
+            if (split ? sp != split : sp > 1 && sp > ktiles / 2)
+                continue;
+            int64_t cost;
+            if (sp == 1) {
+                cost = (tiles + sms - 1) / sms * ktiles * per;
+            } else {
+                if (tiles * sp > 2147483647)
+                    continue;
+                const int cap = w == 256   ? wr_clusters<256>(dev, sp)
+                                : w == 128 ? wr_clusters<128>(dev, sp)
+                                           : wr_clusters<96>(dev, sp);
+                if (cap < 1)
+                    continue;
+                cost = (tiles + cap - 1) / cap * ((ktiles + sp - 1) / sp * per + fix);
+            }
+            if (best < 0 || cost < best) {
+                best = cost;
+                bbx = w;
+                bsp = sp;
+            }
+        }
     }
-    return bx == 256   ? wr_launch<256>(dev, a, queue->stream)
-           : bx == 128 ? wr_launch<128>(dev, a, queue->stream)
-                       : wr_launch<96>(dev, a, queue->stream);
+    if (best < 0) /* a forced split no cluster can hold */
+        bsp = 1;
+    bx = bbx ? bbx : 128;
+    split = bsp > 0 ? bsp : 1;
+    return bx == 256   ? wr_launch<256>(dev, a, split, queue->stream)
+           : bx == 128 ? wr_launch<128>(dev, a, split, queue->stream)
+                       : wr_launch<96>(dev, a, split, queue->stream);
 }

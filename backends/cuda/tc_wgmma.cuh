@@ -24,9 +24,10 @@ bool lk_cuda_tc_wgmma_qgemm(lk_cuda_queue *q, const lk_qgemm_args *a, bool t2, i
 
 /* Enqueue lk_ternary_gemm on int8 wgmma with the weights as the register
  * operand A (decoded in the consumers' registers, y^T = W x^T) with
- * 128 weight rows x bx rows of x per tile (bx 256 or 128, 0: chosen from
- * the shape) and return true; false, having enqueued nothing, where it
+ * 128 weight rows x bx rows of x per tile (bx 96, 128 or 256; 0: chosen
+ * from the shape), K split over a cluster of split blocks per tile (1..8;
+ * 0: chosen), and return true; false, having enqueued nothing, where it
  * does not apply (as lk_cuda_tc_wgmma_qgemm). */
-bool lk_cuda_tc_wgmma_ternary_ra(lk_cuda_queue *q, const lk_qgemm_args *a, int bx);
+bool lk_cuda_tc_wgmma_ternary_ra(lk_cuda_queue *q, const lk_qgemm_args *a, int bx, int split);
 
 #endif
