@@ -32,7 +32,9 @@
 #   JOBS        make -j (default: the number of CPUs)
 #   CUDA_HOME   the toolkit (default: nvcc on PATH, else /usr/local/cuda)
 #   ARCH        nvcc -gencode flags; default: only this GPU's architecture
-#               (fast); ARCH=fat builds the shipped fat binary
+#               (fast); ARCH=fat builds the shipped fat binary.  For racecheck
+#               of the sm_90 tensor-core tests add -DWG_STALL_NS=900000000000ull
+#               (the tool slows a wgmma pipeline wait past its 4 s trap)
 #   BENCH_ARGS  extra arguments for the benchmark (e.g. --quick)
 #   LOCKCHECK_ARGS  extra arguments for lockstep check (e.g. --full)
 #   TIMEOUT     seconds per sanitizer run (default 270)

@@ -54,7 +54,12 @@ namespace {
 #define WG_BK 64 /* one 128-byte swizzle row of bf16 / f16 */
 #define WG_CONSUMERS 2
 #define WG_THREADS (128 * (WG_CONSUMERS + 1))
-#define WG_STALL_NS 4000000000ull /* a pipeline wait this long (4 s) traps */
+#ifndef WG_STALL_NS
+/* A pipeline wait this long (4 s) traps: a hang becomes an error.  Builds
+ * for compute-sanitizer, whose instrumentation can slow a wait past it,
+ * raise it (-DWG_STALL_NS=..., e.g. in scripts/gpu-check.sh's ARCH). */
+#define WG_STALL_NS 4000000000ull
+#endif
 
 /* BM 128: consumer c takes rows 64 c.., all BN columns; BM 64 (skinny M):
  * consumer c takes all 64 rows and columns c BN / 2.. */
@@ -1093,7 +1098,8 @@ template <int R> __device__ __forceinline__ void wr_fence_regs(uint32_t (&d)[R])
  * cluster of S blocks, each with the same thread -> accumulator mapping
  * and a part of K).  Groups of 8 accumulators, q of G = ACC / 8, belong
  * to rank q S / G.  Every block puts its groups into its own ring (free
- * once its wgmmas are done: one tile per block): another rank's into the
+ * once both warpgroups are done with it: one tile per block, the caller
+ * syncs the consumers): another rank's into the
  * slot for that rank, its own into its sum area; then each owner adds the
  * slots meant for it from every other block's ring (distributed shared
  * memory, 16-byte loads that can all be in flight) to its sums.  Integer
@@ -1352,8 +1358,10 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                     ws[r] = wsp[g.q.w_scale.cols == 1 ? 0 : n];
             }
         if (S > 1) {
-            if (wq_fast(g.q))
-                wq_consumer_sync(); /* the staged scales are written */
+            /* the other warpgroup may still decode from the ring that the
+             * exchange writes (racecheck found it; the staged scales are
+             * written too) */
+            wq_consumer_sync();
             const wr_split sp = wr_split_sum<ACC>(acc, S, rank, ring, tid - 128);
             wr_split_store(g.q, sp, w0 + prow, x0 + 2 * t, x0, ws, col_scale);
         } else {
