@@ -81,29 +81,55 @@ struct lk_pdl_scope {
     lk_pdl_scope &operator=(const lk_pdl_scope &) = delete;
 };
 
-/* Launch kernel<<<grid, block, smem, st>>>(args...), with programmatic
- * stream serialization when PDL is on for the op's device.  Returns the
- * launch error; like a <<<>>> launch it also stays the thread's last error,
- * so lk_op_scope::launched() still reports it. */
+/* A cluster of n blocks along x (a launch attribute). */
+static inline cudaLaunchAttribute lk_cluster_attr(unsigned n)
+{
+    cudaLaunchAttribute a = {};
+    a.id = cudaLaunchAttributeClusterDimension;
+    a.val.clusterDim.x = n;
+    a.val.clusterDim.y = 1;
+    a.val.clusterDim.z = 1;
+    return a;
+}
+
+/* Launch kernel<<<grid, block, smem, st>>>(args...) in clusters of
+ * `cluster` blocks along x (1: none), with programmatic stream
+ * serialization when PDL is on for the op's device.  Returns the launch
+ * error; like a <<<>>> launch it also stays the thread's last error, so
+ * lk_op_scope::launched() still reports it. */
+template <typename... P, typename... A>
+static inline cudaError_t lk_launch_cluster(void (*kernel)(P...), dim3 grid, dim3 block,
+                                            size_t smem, cudaStream_t st, unsigned cluster,
+                                            A &&...args)
+{
+    cudaLaunchAttribute attr[2] = {};
+    unsigned n = 0;
+    if (cluster > 1)
+        attr[n++] = lk_cluster_attr(cluster);
+    if (lk_pdl_now) {
+        attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[n++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (n == 0) {
+        kernel<<<grid, block, smem, st>>>(std::forward<A>(args)...);
+        return cudaPeekAtLastError();
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cfg.attrs = attr;
+    cfg.numAttrs = n;
+    return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
+}
+
+/* The same without clusters. */
 template <typename... P, typename... A>
 static inline cudaError_t lk_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
                                     cudaStream_t st, A &&...args)
 {
-    if (lk_pdl_now) {
-        cudaLaunchAttribute attr[1] = {};
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = grid;
-        cfg.blockDim = block;
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = st;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
-    }
-    kernel<<<grid, block, smem, st>>>(std::forward<A>(args)...);
-    return cudaPeekAtLastError();
+    return lk_launch_cluster(kernel, grid, block, smem, st, 1, std::forward<A>(args)...);
 }
 
 template <int = 0> __global__ void lk_pdl_fence_kernel() {}

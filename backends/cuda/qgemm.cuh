@@ -30,11 +30,11 @@ static __device__ __forceinline__ void lk_qgemm_put_old(const lk_qgemm_args &q, 
     lk_store_any(q.y.data, q.y.dtype, yi, v);
 }
 
-/* The same, y's old value read here. */
-static __device__ __forceinline__ void lk_qgemm_put(const lk_qgemm_args &q, int64_t yi, float v)
+/* The dequantised value (numerics.md section 9): (float)acc / x_scale,
+ * times w_scale, each step rounded to nearest. */
+static __device__ __forceinline__ float lk_qgemm_value(int32_t acc, float xs, float ws)
 {
-    lk_qgemm_put_old(q, yi, v,
-                     (q.flags & LK_GEMM_ACCUMULATE) ? ((const float *)q.y.data)[yi] : 0.0f);
+    return __fmul_rn(__fdiv_rn(__int2float_rn(acc), xs), ws);
 }
 
 /* The epilogue's loads for y[m, n]: the scales, and y's old value under
@@ -68,7 +68,7 @@ static __device__ __forceinline__ void lk_qgemm_store_pre(const lk_qgemm_args &q
         ((int32_t *)q.y.data)[yi] = acc;
         return;
     }
-    lk_qgemm_put_old(q, yi, __fmul_rn(__fdiv_rn(__int2float_rn(acc), p.xs), p.ws), p.y);
+    lk_qgemm_put_old(q, yi, lk_qgemm_value(acc, p.xs, p.ws), p.y);
 }
 
 /* The same with the loads where the store is. */

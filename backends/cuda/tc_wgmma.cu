@@ -704,7 +704,7 @@ __device__ __forceinline__ void wq_store(const lk_qgemm_args &q, bool tr, int64_
 #pragma unroll
             for (int b = 0; b < 2; b++) {
                 const float xs = tr ? scs[off + b] : rsc[rr], ws = tr ? rsc[rr] : scs[off + b];
-                v[b] = __fmul_rn(__fdiv_rn(__int2float_rn(acc[i + b]), xs), ws);
+                v[b] = lk_qgemm_value(acc[i + b], xs, ws);
             }
             float *const p = y + rr * 8 * rstr + off * sstr;
             if (pairs && s + off + 1 < cols) {
@@ -1204,8 +1204,7 @@ __device__ __forceinline__ void wr_split_store(const lk_qgemm_args &q, const wr_
             const int rr = (j >> 1) & 1, off = (2 * g + (j >> 2)) * 8 + (j & 1);
             if (r + 8 * rr >= rows || s + off >= cols)
                 continue;
-            y[rr * 8 + off * q.y.ld] =
-                __fmul_rn(__fdiv_rn(__int2float_rn(a[j]), scs[off]), rsc[rr]);
+            y[rr * 8 + off * q.y.ld] = lk_qgemm_value(a[j], scs[off], rsc[rr]);
         }
     }
 }
@@ -1571,11 +1570,7 @@ template <int BX> int wr_clusters(const lk_cuda_device *dev, int split)
         return 0;
     int v = __atomic_load_n(&cache[dev->ordinal][split], __ATOMIC_ACQUIRE);
     if (v == 0) {
-        cudaLaunchAttribute attr[1] = {};
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = (unsigned)split;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
+        cudaLaunchAttribute attr[1] = {lk_cluster_attr((unsigned)split)};
         cudaLaunchConfig_t cfg = {};
         cfg.gridDim = dim3((unsigned)split);
         cfg.blockDim = dim3(WG_THREADS);
@@ -1614,34 +1609,17 @@ bool wr_launch(const lk_cuda_device *dev, const lk_qgemm_args *q, int split, cud
     g.ktiles = (q->k + WQ_BK - 1) / WQ_BK;
     g.split = split;
     const int64_t tiles = g.tiles_m * g.tiles_n, sms = dev->sm_count > 0 ? dev->sm_count : 1;
-    if (split <= 1) {
-        const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
-        lk_launch(wr_kernel<BX>, grid, WG_THREADS, C::SMEM, st, xm, wm, g);
-        return true;
-    }
-    /* one cluster of split blocks per tile (the caller keeps tiles x split
-     * within a grid) */
-    cudaLaunchAttribute attr[2] = {};
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = (unsigned)split;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)(tiles * split));
-    cfg.blockDim = dim3(WG_THREADS);
-    cfg.dynamicSmemBytes = C::SMEM;
-    cfg.stream = st;
-    cfg.attrs = attr;
-    cfg.numAttrs = lk_pdl_now ? 2 : 1;
-    if (cudaLaunchKernelEx(&cfg, kern, xm, wm, g) != cudaSuccess) {
-        /* a cluster the device cannot place: the same tiles unsplit */
-        (void)cudaGetLastError();
+    /* split: one cluster of split blocks per tile (the caller keeps tiles x
+     * split within a grid) */
+    if (split > 1) {
+        if (lk_launch_cluster(kern, (unsigned)(tiles * split), WG_THREADS, C::SMEM, st,
+                              (unsigned)split, xm, wm, g) == cudaSuccess)
+            return true;
+        (void)cudaGetLastError(); /* a cluster the device could not place: unsplit */
         g.split = 1;
-        const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
-        lk_launch(wr_kernel<BX>, grid, WG_THREADS, C::SMEM, st, xm, wm, g);
     }
+    /* persistent blocks over the tiles */
+    lk_launch(kern, (unsigned)(tiles < sms ? tiles : sms), WG_THREADS, C::SMEM, st, xm, wm, g);
     return true;
 }
 
