@@ -6,12 +6,16 @@
  * comparison), M = 9 ... 2048, odd N and K, K not a
  * multiple of 32 or 128, aligned and unaligned rows, every LK_T2 code
  * (the reserved 3 counts as 2), per-tensor and per-row weight scales, f32
- * and bf16 output, int32 output, and the extreme sums at the K limits.
- * No GPU: a SKIP with the reason. */
+ * and bf16 output, int32 output, the extreme sums at the K limits, scales
+ * at and past the edges of the fast epilogue's division, and
+ * lk_ternary_linear on prepared weights (plain and accumulating; on sm_90
+ * the handle's copy in the tensor-core layout).  No GPU: a SKIP with the
+ * reason. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,84 +264,164 @@ static void test_extremes(void)
     }
 }
 
-/* lk_ternary_linear on prepared weights with LK_GEMM_ACCUMULATE (y = y +
- * r): the int8 kernels' epilogue reads y's old values before it stores;
- * every variant against ref, per-row scales, random old y. */
-static void test_accumulate(void)
+/* Scales at and past the edges of the fast epilogue's division
+ * (qgemm.cuh, lk_qdiv: 2^-40 <= |x_scale| <= 2^40, finite w_scale; the
+ * rest divide with __fdiv_rn): x rows 0 .. 255 take values inside (the
+ * bounds, the largest and smallest significands, negative), so that whole
+ * tiles of them take the fast path; the rows after, and the w scales of
+ * rows 200 and on, the values outside (just past the bounds, subnormal,
+ * 0, huge, inf, NaN: NaN stored canonical).  Every variant, ternary and
+ * scaled int8, against ref. */
+static void test_scales(void)
 {
-    static const int64_t shapes[][3] = {{33, 640, 256}, {300, 257, 130}, {520, 2560, 128}};
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        const int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
-        const int64_t wld = round_up(K, 64);
-        qcase c = {OP_TERNARY, M, N, K, round_up(K, 16), wld, LK_F32, 1, 0, NULL, NULL, NULL, NULL};
+    static const float inside[] = {1.0f,          3.0f,         0x1p-40f,      0x1p40f,
+                                    0x1.fffffep39f, 0x1.000002p-40f, -2.5f,     0x1.fffffep-1f,
+                                    1.0f / 3.0f,  7.0e-3f,      127.0f / 0.37f, -0x1p40f,
+                                    0x1.7ffffep5f, 1.0e10f,     -1.0e-10f,     0x1.555556p-2f};
+    static const float outside[] = {0x1.000002p40f, 0x1.fffffep-41f, 1.0e-39f, 0.0f,
+                                    -0.0f,          3.0e38f,         0x1p100f, INFINITY,
+                                    -INFINITY,      NAN,             1.0e-20f, 0x1p-126f};
+    static const float wodd[] = {NAN, INFINITY, 0.0f, -1.0f, 1.0e30f, -INFINITY, 0x1p-149f};
+    const int ops[2] = {OP_TERNARY, OP_INT8_SCALED};
+    for (int o = 0; o < 2; o++) {
+        const int64_t M = 300, N = 300, K = 200;
+        qcase c = {ops[o], M, N, K, round_up(K, 16), ops[o] == OP_TERNARY ? round_up(K, 64) : round_up(K, 16),
+                   LK_F32, 1, 0, NULL, NULL, NULL, NULL};
         fill(&c);
-        const size_t nx = (size_t)(M * c.xld), nw = w_bytes(&c), ny = (size_t)(M * N) * 4;
-        float *y0 = malloc(ny), *r = malloc(ny), *g = malloc(ny);
-        if (!y0 || !r || !g)
+        for (int64_t m = 0; m < M; m++)
+            c.xs[m] = m < 256 ? inside[m % 16] : outside[m % 12];
+        for (int64_t n = 200; n < N; n++)
+            if (n % 3 == 0)
+                c.ws[n] = wodd[(n / 3) % 7];
+        void *r = malloc(y_bytes(&c)), *g = malloc(y_bytes(&c));
+        if (!r || !g)
             bail("out of memory");
-        for (int64_t i = 0; i < M * N; i++)
-            y0[i] = (float)((int64_t)(tap_rand(&rng) % 2001) - 1000) / 64.0f;
+        if (run(ref, rq, &c, r) != LK_OK)
+            bail("ref: %s", lk_last_error());
         int bad = 0;
-        for (int dev = 0; dev < 2; dev++) {
-            lk_device *d = dev ? gpu : ref;
-            lk_queue *q = dev ? gq : rq;
-            void *dx = c.x, *dw = c.w, *dxs = c.xs, *dws = c.ws, *dy = r;
-            if (dev) {
-                if (lk_malloc(d, nx, &dx) || lk_malloc(d, nw, &dw) ||
-                    lk_malloc(d, (size_t)M * 4, &dxs) || lk_malloc(d, (size_t)N * 4, &dws) ||
-                    lk_malloc(d, ny, &dy))
-                    bail("lk_malloc: %s", lk_last_error());
-                lk_memcpy(q, dx, c.x, nx, LK_COPY_HOST_TO_DEVICE);
-                lk_memcpy(q, dw, c.w, nw, LK_COPY_HOST_TO_DEVICE);
-                lk_memcpy(q, dxs, c.xs, (size_t)M * 4, LK_COPY_HOST_TO_DEVICE);
-                lk_memcpy(q, dws, c.ws, (size_t)N * 4, LK_COPY_HOST_TO_DEVICE);
-            }
-            lk_tensor x = lk_mat_ld(dx, LK_I8, M, K, c.xld), xs = lk_mat(dxs, LK_F32, M, 1);
-            lk_tensor w = lk_mat_ld(dw, LK_T2, N, K, wld), ws = lk_mat(dws, LK_F32, 1, N);
-            lk_tensor y = lk_mat(dy, LK_F32, M, N);
-            lk_weights *pw = NULL;
-            if (lk_weights_prepare(q, &w, &ws, &pw) != LK_OK)
-                bail("%s: prepare: %s", lk_device_name(d), lk_last_error());
-            for (size_t v = 0; v < (dev ? NVAR : 1); v++) {
-                if (dev)
-                    setenv("LOCKSTEP_CUDA_TC_INT_KERNEL", variants[v], 1);
-                if (dev)
-                    lk_memcpy(q, dy, y0, ny, LK_COPY_HOST_TO_DEVICE);
-                else
-                    memcpy(r, y0, ny);
-                lk_status st = lk_ternary_linear(q, &x, &xs, pw, &y, LK_GEMM_ACCUMULATE);
-                if (st == LK_OK && dev)
-                    lk_memcpy(q, g, dy, ny, LK_COPY_DEVICE_TO_HOST);
-                if (st == LK_OK)
-                    st = lk_queue_sync(q);
-                if (st != LK_OK)
-                    bail("%s: lk_ternary_linear: %s", lk_device_name(d), lk_last_error());
-                if (dev && memcmp(g, r, ny)) {
-                    if (bad++ < 3) {
-                        diag("accumulate, kernel '%s': M %lld N %lld K %lld: bits differ",
-                             variants[v], (long long)M, (long long)N, (long long)K);
+        for (size_t v = 0; v < NVAR; v++) {
+            setenv("LOCKSTEP_CUDA_TC_INT_KERNEL", variants[v], 1);
+            lk_status st = run(gpu, gq, &c, g);
+            if (st != LK_OK || memcmp(g, r, y_bytes(&c))) {
+                if (bad++ < 3) {
+                    diag("%s, kernel '%s', odd scales: %s", op_name[ops[o]], variants[v],
+                         st ? lk_last_error() : "bits differ");
+                    if (st == LK_OK)
                         show_diff(&c, g, r);
-                    }
                 }
             }
-            unsetenv("LOCKSTEP_CUDA_TC_INT_KERNEL");
-            lk_queue_sync(q);
-            lk_weights_destroy(pw);
-            if (dev) {
-                lk_free(d, dx);
-                lk_free(d, dw);
-                lk_free(d, dxs);
-                lk_free(d, dws);
-                lk_free(d, dy);
-            }
         }
-        ok(bad == 0, "lk_ternary_linear M=%lld N=%lld K=%lld accumulate: every kernel = ref (%d differ)",
-           (long long)M, (long long)N, (long long)K, bad);
-        free(y0);
+        unsetenv("LOCKSTEP_CUDA_TC_INT_KERNEL");
+        ok(bad == 0, "%s with scales at and past the fast division's range: every kernel = ref "
+                     "(%d differ)", op_name[ops[o]], bad);
         free(r);
         free(g);
         unfill(&c);
     }
+}
+
+/* lk_ternary_linear on prepared weights (on sm_90 the weights-as-A kernel
+ * reads the handle's second copy in its own layout, tc_wgmma.cu), plain
+ * (f32 or bf16 y, per-row or per-tensor scales) and with
+ * LK_GEMM_ACCUMULATE (y = y + r: the int8 kernels' epilogue reads y's old
+ * values before it stores; random old y): every variant against ref.
+ * Shapes: N and K off the 128-row tiles and 128-k slices, few tiles with
+ * long K (split), more tiles than SMs, and rows of x not 16-byte aligned
+ * (the weights-as-A kernel does not apply: the other kernels run). */
+static void test_prepared(void)
+{
+    static const int64_t shapes[][4] = {/* M, N, K, x row pitch aligned */
+                                        {33, 640, 256, 1},   {300, 257, 130, 1},
+                                        {520, 2560, 128, 1}, {600, 330, 65, 1},
+                                        {130, 300, 1536, 1}, {17, 129, 257, 1},
+                                        {2048, 2304, 200, 1}, {40, 200, 101, 0}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int acc = 0; acc < 2; acc++) {
+            const int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+            const int64_t wld = round_up(K, 64);
+            const lk_dtype ydt = acc || s % 2 == 0 ? LK_F32 : LK_BF16;
+            const int per_row = acc || s % 3 != 1;
+            const unsigned flags = acc ? LK_GEMM_ACCUMULATE : 0;
+            qcase c = {OP_TERNARY, M, N, K, shapes[s][3] ? round_up(K, 16) : K, wld, ydt,
+                       per_row, 0, NULL, NULL, NULL, NULL};
+            fill(&c);
+            const size_t nx = (size_t)(M * c.xld), nw = w_bytes(&c), ny = y_bytes(&c);
+            const int64_t nws = per_row ? N : 1;
+            unsigned char *y0 = malloc(ny), *r = malloc(ny), *g = malloc(ny);
+            if (!y0 || !r || !g)
+                bail("out of memory");
+            for (int64_t i = 0; i < M * N; i++) {
+                const float v = (float)((int64_t)(tap_rand(&rng) % 2001) - 1000) / 64.0f;
+                if (ydt == LK_F32)
+                    memcpy(y0 + 4 * i, &v, 4);
+                else
+                    memset(y0 + 2 * i, 0x55, 2); /* overwritten */
+            }
+            int bad = 0;
+            for (int dev = 0; dev < 2; dev++) {
+                lk_device *d = dev ? gpu : ref;
+                lk_queue *q = dev ? gq : rq;
+                void *dx = c.x, *dw = c.w, *dxs = c.xs, *dws = c.ws, *dy = r;
+                if (dev) {
+                    if (lk_malloc(d, nx, &dx) || lk_malloc(d, nw, &dw) ||
+                        lk_malloc(d, (size_t)M * 4, &dxs) || lk_malloc(d, (size_t)N * 4, &dws) ||
+                        lk_malloc(d, ny, &dy))
+                        bail("lk_malloc: %s", lk_last_error());
+                    lk_memcpy(q, dx, c.x, nx, LK_COPY_HOST_TO_DEVICE);
+                    lk_memcpy(q, dw, c.w, nw, LK_COPY_HOST_TO_DEVICE);
+                    lk_memcpy(q, dxs, c.xs, (size_t)M * 4, LK_COPY_HOST_TO_DEVICE);
+                    lk_memcpy(q, dws, c.ws, (size_t)N * 4, LK_COPY_HOST_TO_DEVICE);
+                }
+                lk_tensor x = lk_mat_ld(dx, LK_I8, M, K, c.xld), xs = lk_mat(dxs, LK_F32, M, 1);
+                lk_tensor w = lk_mat_ld(dw, LK_T2, N, K, wld), ws = lk_mat(dws, LK_F32, 1, nws);
+                lk_tensor y = lk_mat(dy, ydt, M, N);
+                lk_weights *pw = NULL;
+                if (lk_weights_prepare(q, &w, &ws, &pw) != LK_OK)
+                    bail("%s: prepare: %s", lk_device_name(d), lk_last_error());
+                for (size_t v = 0; v < (dev ? NVAR : 1); v++) {
+                    if (dev)
+                        setenv("LOCKSTEP_CUDA_TC_INT_KERNEL", variants[v], 1);
+                    if (dev)
+                        lk_memcpy(q, dy, y0, ny, LK_COPY_HOST_TO_DEVICE);
+                    else
+                        memcpy(r, y0, ny);
+                    lk_status st = lk_ternary_linear(q, &x, &xs, pw, &y, flags);
+                    if (st == LK_OK && dev)
+                        lk_memcpy(q, g, dy, ny, LK_COPY_DEVICE_TO_HOST);
+                    if (st == LK_OK)
+                        st = lk_queue_sync(q);
+                    if (st != LK_OK)
+                        bail("%s: lk_ternary_linear: %s", lk_device_name(d), lk_last_error());
+                    if (dev && memcmp(g, r, ny)) {
+                        if (bad++ < 3) {
+                            diag("prepared%s, kernel '%s': M %lld N %lld K %lld: bits differ",
+                                 acc ? " accumulate" : "", variants[v], (long long)M,
+                                 (long long)N, (long long)K);
+                            show_diff(&c, g, r);
+                        }
+                    }
+                }
+                unsetenv("LOCKSTEP_CUDA_TC_INT_KERNEL");
+                lk_queue_sync(q);
+                lk_weights_destroy(pw);
+                if (dev) {
+                    lk_free(d, dx);
+                    lk_free(d, dw);
+                    lk_free(d, dxs);
+                    lk_free(d, dws);
+                    lk_free(d, dy);
+                }
+            }
+            ok(bad == 0,
+               "lk_ternary_linear M=%lld N=%lld K=%lld%s %s y, %s scale: every kernel = ref "
+               "(%d differ)",
+               (long long)M, (long long)N, (long long)K, acc ? " accumulate" : "",
+               lk_dtype_name(ydt), per_row ? "per-row" : "per-tensor", bad);
+            free(y0);
+            free(r);
+            free(g);
+            unfill(&c);
+        }
 }
 
 int main(void)
@@ -379,7 +463,8 @@ int main(void)
     for (int op = 0; op < OP_COUNT; op++)
         test_op(op);
     test_extremes();
-    test_accumulate();
+    test_scales();
+    test_prepared();
     lk_queue_destroy(gq);
     lk_queue_destroy(rq);
     lk_context_destroy(ctx);

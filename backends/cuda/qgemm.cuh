@@ -37,6 +37,40 @@ static __device__ __forceinline__ float lk_qgemm_value(int32_t acc, float xs, fl
     return __fmul_rn(__fdiv_rn(__int2float_rn(acc), xs), ws);
 }
 
+/* The same quotient for many acc over one x_scale b, without a division
+ * each (tc_wgmma.cu's epilogues: a column of a tile shares its scale).
+ * With r = RN(1 / b) (__frcp_rn, once per scale), q = RN(a r) (within
+ * 2^-23 |a / b|) and two corrections q = RN(q + RN(a - b q) r), each
+ * residual and correction an fma, give RN(a / b): the first brings q
+ * within 1/2 ulp + 2^-46 |a / b|, so q is faithful, and then
+ * Markstein's theorem (y within 1/2 ulp of 1 / b and q faithful: the
+ * residual is exact and q + r y rounds to a / b) makes the second exact.
+ * It needs no underflow or overflow on the way: a is an int32's float
+ * (0 or 1 <= |a| <= 2^31), and lk_qdiv_ok keeps 2^-40 <= |b| <= 2^40 (the
+ * quotients, residuals and corrections stay normal); other scales (0,
+ * subnormal, huge, inf, NaN) take __fdiv_rn.  The bits are __fdiv_rn's
+ * (tests/test_tc_ternary.c checks odd scales against the reference).
+ * 5 operations instead of a reciprocal, five fmas and a range check with
+ * a branch per element. */
+static __device__ __forceinline__ bool lk_qdiv_ok(float b)
+{
+    const float m = fabsf(b); /* NaN: false */
+    return m >= 0x1p-40f && m <= 0x1p40f;
+}
+
+static __device__ __forceinline__ float lk_qdiv(float a, float b, float r)
+{
+    float q = __fmul_rn(a, r);
+    q = __fmaf_rn(__fmaf_rn(-b, q, a), r, q);
+    return __fmaf_rn(__fmaf_rn(-b, q, a), r, q);
+}
+
+/* lk_qgemm_value with r = __frcp_rn(xs), where lk_qdiv_ok(xs) */
+static __device__ __forceinline__ float lk_qgemm_value_r(int32_t acc, float xs, float r, float ws)
+{
+    return __fmul_rn(lk_qdiv(__int2float_rn(acc), xs, r), ws);
+}
+
 /* The epilogue's loads for y[m, n]: the scales, and y's old value under
  * LK_GEMM_ACCUMULATE.  A kernel may issue them before its dot products
  * (after lk_pdl_wait(): x_scale and y come from earlier ops), so that

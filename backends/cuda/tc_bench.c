@@ -10,9 +10,10 @@
  * the host's time per call are printed beside it), TFLOP/s and the ratio
  * ours/cuBLAS speed (issue 6
  * targets: >= 0.85 at 4096^3 and 8192^3, >= 0.8 at 2048x3072x768 and the
- * BitNet shapes).  Then ternary prefill (lk_ternary_gemm, int8 tensor
- * cores: wgmma on sm_90, the mma.sync kernels beside it) against cuBLAS
- * bf16 of the same shape (target: faster).  LOCKSTEP_TC_BENCH_VARIANTS
+ * BitNet shapes).  Then ternary prefill (lk_ternary_gemm on canonical
+ * LK_T2 codes, and lk_ternary_linear on prepared weights, what a model's
+ * prefill runs; int8 tensor cores: wgmma on sm_90, the mma.sync kernels
+ * beside it) against cuBLAS bf16 of the same shape (target: faster).  LOCKSTEP_TC_BENCH_VARIANTS
  * (comma-separated LOCKSTEP_CUDA_TC_KERNEL names, and int:NAME for
  * LOCKSTEP_CUDA_TC_INT_KERNEL) times forced kernels beside the automatic
  * choice.  Timing only: tests/test_tc.c and tests/test_tc_ternary.c check
@@ -63,18 +64,23 @@ static int cmp(const void *a, const void *b)
 typedef struct {
     int64_t m, n, k;
     void *a, *b, *c;
-    int ours;            /* 0: cuBLAS bf16, 1: lk_gemm in the tier, 2: lk_ternary_gemm */
+    int ours;            /* 0: cuBLAS bf16, 1: lk_gemm in the tier, 2: lk_ternary_gemm,
+                            3: lk_ternary_linear on pw */
     void *xs, *ws;       /* ternary: the scales (a: x int8, b: w LK_T2) */
+    lk_weights *pw;      /* ternary: b and ws prepared */
 } call;
 
 static void once(const call *g)
 {
-    if (g->ours == 2) {
+    if (g->ours >= 2) {
         lk_tensor x = lk_mat(g->a, LK_I8, g->m, g->k), xs = lk_mat(g->xs, LK_F32, g->m, 1);
         lk_tensor w = lk_mat(g->b, LK_T2, g->n, g->k), ws = lk_mat(g->ws, LK_F32, 1, 1);
         lk_tensor y = lk_mat(g->c, LK_F32, g->m, g->n);
-        if (lk_ternary_gemm(q, &x, &xs, &w, &ws, &y) != LK_OK) {
-            fprintf(stderr, "lk_ternary_gemm: %s\n", lk_last_error());
+        const lk_status st = g->ours == 3 ? lk_ternary_linear(q, &x, &xs, g->pw, &y, 0)
+                                          : lk_ternary_gemm(q, &x, &xs, &w, &ws, &y);
+        if (st != LK_OK) {
+            fprintf(stderr, "%s: %s\n", g->ours == 3 ? "lk_ternary_linear" : "lk_ternary_gemm",
+                    lk_last_error());
             exit(1);
         }
     } else if (g->ours) {
@@ -158,7 +164,7 @@ static void variants(const call *g, const char *env, double ref)
     snprintf(buf, sizeof buf, "%s", list);
     for (char *v = strtok_r(buf, ",", &save); v; v = strtok_r(NULL, ",", &save)) {
         const int is_int = strncmp(v, "int:", 4) == 0;
-        if (is_int != (g->ours == 2))
+        if (is_int != (g->ours >= 2))
             continue;
         if (is_int)
             v += 4;
@@ -171,7 +177,7 @@ static void variants(const call *g, const char *env, double ref)
 
 static void bench(int64_t m, int64_t n, int64_t k, double goal)
 {
-    call g = {m, n, k, NULL, NULL, NULL, 1, NULL, NULL};
+    call g = {m, n, k, NULL, NULL, NULL, 1, NULL, NULL, NULL};
     size_t na = (size_t)(m * k), nb = (size_t)(n * k);
     uint16_t *h = malloc((na > nb ? na : nb) * 2);
     uint64_t s = 0x9e3779b97f4a7c15u;
@@ -210,8 +216,8 @@ static void bench(int64_t m, int64_t n, int64_t k, double goal)
  * the dp4a kernels (LOCKSTEP_CUDA_TC_INT_KERNEL=simt). */
 static void bench_ternary(int64_t m, int64_t n, int64_t k)
 {
-    call g = {m, n, k, NULL, NULL, NULL, 2, NULL, NULL};
-    call h = {m, n, k, NULL, NULL, NULL, 0, NULL, NULL};
+    call g = {m, n, k, NULL, NULL, NULL, 2, NULL, NULL, NULL};
+    call h = {m, n, k, NULL, NULL, NULL, 0, NULL, NULL, NULL};
     size_t nx = (size_t)(m * k), nw = (size_t)(n * k / 4), nb = (size_t)(n * k);
     size_t big = nb > nx * 2 ? nb : nx * 2;
     unsigned char *host = malloc(big * 2);
@@ -252,20 +258,32 @@ static void bench_ternary(int64_t m, int64_t n, int64_t k)
         fprintf(stderr, "lockstep-tc-bench: unset LOCKSTEP_CUDA_TC_INT_KERNEL (the bench forces it)\n");
         exit(1);
     }
-    const double ours = time_us(&g), ours1 = single_us, ours_host = host_us;
+    const double plain = time_us(&g);
     setenv("LOCKSTEP_CUDA_TC_INT_KERNEL", "simt", 1);
     const double simt = time_us(&g);
     unsetenv("LOCKSTEP_CUDA_TC_INT_KERNEL");
+    /* prepared weights (not timed), as a model's prefill */
+    {
+        lk_tensor w = lk_mat(g.b, LK_T2, n, k), ws = lk_mat(g.ws, LK_F32, 1, 1);
+        if (lk_weights_prepare(q, &w, &ws, &g.pw) != LK_OK) {
+            fprintf(stderr, "lk_weights_prepare: %s\n", lk_last_error());
+            exit(1);
+        }
+    }
+    g.ours = 3;
+    const double ours = time_us(&g), ours1 = single_us, ours_host = host_us;
     double fl = 2.0 * (double)m * (double)n * (double)k;
-    printf("ternary gemm %5lldx%5lldx%5lld  lockstep %8.1f us %7.1f TOP/s  (dp4a %8.1f us)  "
-           "cuBLAS bf16 %8.1f us %7.1f TFLOP/s  ratio %.2f  (target > 1: %s)  single call %.1f us, "
-           "host %.1f us",
-           (long long)m, (long long)n, (long long)k, ours, fl / ours * 1e-6, simt, theirs,
-           fl / theirs * 1e-6, theirs / ours, theirs / ours > 1.0 ? "met" : "NOT met", ours1,
-           ours_host);
+    printf("ternary gemm %5lldx%5lldx%5lld  lockstep prepared %8.1f us %7.1f TOP/s  (canonical "
+           "%.1f us, ratio %.2f; dp4a %.1f us)  cuBLAS bf16 %8.1f us %7.1f TFLOP/s  ratio %.2f  "
+           "(target > 1: %s)  single call %.1f us, host %.1f us",
+           (long long)m, (long long)n, (long long)k, ours, fl / ours * 1e-6, plain, theirs / plain,
+           simt, theirs, fl / theirs * 1e-6, theirs / ours, theirs / ours > 1.0 ? "met" : "NOT met",
+           ours1, ours_host);
     if (tier == LK_GEMM_TC_SM90)
         variants(&g, "LOCKSTEP_CUDA_TC_INT_KERNEL", theirs);
     printf("\n");
+    lk_queue_sync(q);
+    lk_weights_destroy(g.pw);
     fflush(stdout);
     lk_free(gpu, g.a);
     lk_free(gpu, g.b);

@@ -296,7 +296,7 @@ bool tq_run(tq_variant v, const lk_cuda_device *dev, const lk_qgemm_args &q, cud
 
 } // namespace
 
-bool lk_cuda_tc_qgemm(lk_cuda_queue *queue, const lk_qgemm_args *a, bool t2)
+bool lk_cuda_tc_qgemm(lk_cuda_queue *queue, const lk_qgemm_args *a, bool t2, const void *pre)
 {
     const lk_cuda_device *dev = queue->dev;
     const char *force = getenv("LOCKSTEP_CUDA_TC_INT_KERNEL");
@@ -320,7 +320,7 @@ bool lk_cuda_tc_qgemm(lk_cuda_queue *queue, const lk_qgemm_args *a, bool t2)
                                                : 0;
         const char *sp = force ? strstr(force, "-s") : NULL;
         const int split = sp ? atoi(sp + 2) : 0;
-        if (lk_cuda_tc_wgmma_ternary_ra(queue, a, bx, split < 0 ? 0 : split))
+        if (lk_cuda_tc_wgmma_ternary_ra(queue, a, pre, bx, split < 0 ? 0 : split))
             return true;
     }
     if (want_wgmma) {

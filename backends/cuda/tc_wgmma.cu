@@ -521,6 +521,17 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map
                  : "memory");
 }
 
+/* bytes (a multiple of 16) from global src into shared dst, counted on
+ * the mbarrier bar (a plain bulk copy: no tensor map) */
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, unsigned bytes,
+                                          uint32_t bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+
 __device__ __forceinline__ void fence_proxy_async()
 {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -640,10 +651,20 @@ __device__ __noinline__ void wq_store8(const lk_qgemm_args &q, bool tr, int64_t 
     }
 }
 
-/* Whether a tile takes the fast epilogue. */
+/* Whether a tile takes the fast epilogue: scales, f32 y, nothing to add
+ * (the scales' values are checked by wq_stage_scales and wq_fast_rows). */
 __device__ __forceinline__ bool wq_fast(const lk_qgemm_args &q)
 {
     return q.x_scale.data != nullptr && q.y.dtype == LK_F32 && !(q.flags & LK_GEMM_ACCUMULATE);
+}
+
+/* The fast epilogue's conditions on a thread's two row scales: w scales
+ * (tr) finite, x scales lk_qdiv_ok.  With finite scales no result is NaN
+ * (the fast stores do not canonicalise: numerics.md section 3's NaN is
+ * wq_store8's). */
+__device__ __forceinline__ bool wq_fast_rows(bool tr, const float (&rsc)[2])
+{
+    return tr ? isfinite(rsc[0]) && isfinite(rsc[1]) : lk_qdiv_ok(rsc[0]) && lk_qdiv_ok(rsc[1]);
 }
 
 /* The two consumer warpgroups' named barrier (0 is __syncthreads). */
@@ -652,20 +673,38 @@ __device__ __forceinline__ void wq_consumer_sync()
     asm volatile("bar.sync 1, 256;\n" ::: "memory");
 }
 
+/* The AND of p over the 256 consumer threads, which it synchronizes as
+ * wq_consumer_sync. */
+__device__ __forceinline__ bool wq_consumer_and(bool p)
+{
+    uint32_t r;
+    asm volatile("{\n .reg .pred a, b;\n setp.ne.u32 a, %1, 0;\n"
+                 " bar.red.and.pred b, 1, 256, a;\n selp.u32 %0, 1, 0, b;\n}\n"
+                 : "=r"(r)
+                 : "r"((uint32_t)p)
+                 : "memory");
+    return r != 0;
+}
+
 /* Stage the scales of a tile's columns s0 .. s0 + W - 1 (x scales of y^T's
- * columns when tr, else w scales of y's) from consumer thread u (0 ..
- * 255), after every consumer's reads of the previous tile's; 1 past the
- * edge.  One copy for both warpgroups: the 4-stage 256-column kernel has
- * 1 KiB of shared memory left. */
+ * columns when tr, with their reciprocals in sy for lk_qgemm_value_r; else
+ * w scales of y's) from consumer thread u (0 .. 255), after every
+ * consumer's reads of the previous tile's; 1 past the edge.  One copy for
+ * both warpgroups: the 4-stage 256-column kernel has 1 KiB of shared
+ * memory left (it stages no reciprocals).  Returns, to every consumer,
+ * whether the tile may take the fast epilogue: wq_fast and every column's
+ * scale lk_qdiv_ok (x scales, tr) or finite (w scales); wq_fast_rows
+ * checks the thread's row scales. */
 template <int W>
-__device__ __forceinline__ void wq_stage_scales(const lk_qgemm_args &q, bool tr, int64_t s0,
-                                                int u, float *sc)
+__device__ __forceinline__ bool wq_stage_scales(const lk_qgemm_args &q, bool tr, int64_t s0,
+                                                int u, float *sc, float *sy)
 {
     if (!wq_fast(q))
-        return;
+        return false;
     wq_consumer_sync();
     const float *const xsp = (const float *)q.x_scale.data;
     const float *const wsp = (const float *)q.w_scale.data;
+    bool ok = true;
 #pragma unroll
     for (int j = u; j < W; j += 256) {
         const int64_t col = s0 + j;
@@ -673,47 +712,66 @@ __device__ __forceinline__ void wq_stage_scales(const lk_qgemm_args &q, bool tr,
         if (tr ? col < q.m : col < q.n)
             v = tr ? xsp[col * q.x_scale.ld] : wsp[q.w_scale.cols == 1 ? 0 : col];
         sc[j] = v;
+        if (tr)
+            sy[j] = __frcp_rn(v);
+        ok = ok && (tr ? lk_qdiv_ok(v) : isfinite(v));
     }
+    return wq_consumer_and(ok); /* and the staged scales are written */
 }
 
 /* A thread's ACC accumulators, i at (r + 8 ((i / 2) % 2), s + 8 (i / 4) +
  * i % 2) as (m, n), or (n, m) when tr; rsc[2]: the scales of its two rows
- * r and r + 8, sc: the staged column scales, s0 the tile's first column. */
+ * r and r + 8, sc (and sy when tr): the staged column scales, s0 the
+ * tile's first column, fast: what wq_stage_scales returned.  The fast
+ * epilogue divides with lk_qgemm_value_r (the row scales' reciprocals
+ * here, the columns' staged), four elements (two rows x two columns) at a
+ * time, their scale loads before their stores. */
 template <int ACC>
 __device__ __forceinline__ void wq_store(const lk_qgemm_args &q, bool tr, int64_t r, int64_t s,
                                          int64_t s0, const float (&rsc)[2], const float *sc,
-                                         const int (&acc)[ACC])
+                                         const float *sy, bool fast, const int (&acc)[ACC])
 {
-    if (wq_fast(q)) {
-        wq_consumer_sync(); /* the staged scales are written */
+    if (fast && wq_fast_rows(tr, rsc)) {
         const int64_t rows = tr ? q.n : q.m, cols = tr ? q.m : q.n;
         /* element (r', s') of the tile at y + r' * rstr + s' * sstr */
         const int64_t rstr = tr ? 1 : q.y.ld, sstr = tr ? q.y.ld : 1;
         float *const y = (float *)q.y.data + r * rstr + s * sstr;
-        const float *const scs = sc + (s - s0);
+        const float *const scs = sc + (s - s0), *const sys = tr ? sy + (s - s0) : sy;
         const bool in0 = r < rows, in1 = r + 8 < rows;
+        const float rr0 = tr ? 0.0f : __frcp_rn(rsc[0]), rr1 = tr ? 0.0f : __frcp_rn(rsc[1]);
         /* y's elements i, i + 1 are neighbours in a row unless tr: one
          * 8-byte store where y's rows allow (whole 32-byte sectors) */
         const bool pairs = !tr && ((uintptr_t)y & 7) == 0 && (q.y.ld & 1) == 0;
 #pragma unroll
-        for (int i = 0; i < ACC; i += 2) {
-            const int rr = (i >> 1) & 1, off = (i >> 2) * 8;
-            if (!(rr ? in1 : in0))
-                continue;
-            float v[2];
+        for (int i = 0; i < ACC; i += 4) {
+            const int off = (i >> 2) * 8;
+            float cs[2], cr[2] = {0.0f, 0.0f};
 #pragma unroll
             for (int b = 0; b < 2; b++) {
-                const float xs = tr ? scs[off + b] : rsc[rr], ws = tr ? rsc[rr] : scs[off + b];
-                v[b] = lk_qgemm_value(acc[i + b], xs, ws);
+                cs[b] = scs[off + b];
+                if (tr)
+                    cr[b] = sys[off + b];
             }
-            float *const p = y + rr * 8 * rstr + off * sstr;
-            if (pairs && s + off + 1 < cols) {
-                *reinterpret_cast<float2 *>(p) = make_float2(v[0], v[1]);
-            } else {
-                if (s + off < cols)
-                    p[0] = v[0];
-                if (s + off + 1 < cols)
-                    p[sstr] = v[1];
+#pragma unroll
+            for (int rr = 0; rr < 2; rr++) {
+                if (!(rr ? in1 : in0))
+                    continue;
+                float v[2];
+#pragma unroll
+                for (int b = 0; b < 2; b++) {
+                    const int a = acc[i + 2 * rr + b];
+                    v[b] = tr ? lk_qgemm_value_r(a, cs[b], cr[b], rsc[rr])
+                              : lk_qgemm_value_r(a, rsc[rr], rr ? rr1 : rr0, cs[b]);
+                }
+                float *const p = y + rr * 8 * rstr + off * sstr;
+                if (pairs && s + off + 1 < cols) {
+                    *reinterpret_cast<float2 *>(p) = make_float2(v[0], v[1]);
+                } else {
+                    if (s + off < cols)
+                        p[0] = v[0];
+                    if (s + off + 1 < cols)
+                        p[sstr] = v[1];
+                }
             }
         }
         return;
@@ -867,6 +925,7 @@ struct wq_kargs {
     lk_qgemm_args q;
     int64_t tiles_m, tiles_n, ktiles;
     int split; /* weights-as-A kernel: 1, or blocks per tile (a cluster), each a part of K */
+    const unsigned char *pre; /* weights-as-A kernel: the codes in wr_pre's layout, or NULL */
 };
 
 template <bool T2, int BN>
@@ -979,7 +1038,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int64_t m0, n0;
         wg_tile(tile, g.tiles_m, g.tiles_n, BN, m0, n0);
-        wq_stage_scales<BN>(g.q, false, n0, tid - 128, col_scale);
+        const bool fast = wq_stage_scales<BN>(g.q, false, n0, tid - 128, col_scale, nullptr);
         int acc[ACC];
 #pragma unroll
         for (int i = 0; i < ACC; i++)
@@ -1024,7 +1083,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             for (int r = 0; r < 2; r++)
                 if (mrow + 8 * r < g.q.m)
                     xs[r] = xsp[(mrow + 8 * r) * g.q.x_scale.ld];
-        wq_store(g.q, false, mrow, n0 + (lane & 3) * 2, n0, xs, col_scale, acc);
+        wq_store(g.q, false, mrow, n0 + (lane & 3) * 2, n0, xs, col_scale, nullptr, fast, acc);
     }
 #endif
 }
@@ -1082,6 +1141,35 @@ __device__ __forceinline__ void wr_decode(const unsigned char *p, int t, uint32_
         f[10 + r] = o1[1];
         f[12 + r] = o1[2];
         f[14 + r] = o1[3];
+    }
+}
+
+/* The same 16 A registers from the thread's 16 bytes of a prepared slice
+ * (wr_pre_kernel's layout): word q holds registers 4 q .. 4 q + 3, the
+ * code of register e's byte b at bit 4 b + 16 (e / 2) + 2 (e % 2), so
+ * that each register is one byte permute of a constant table (byte c =
+ * code c - 1; the reserved 3 gives 2, as lk_t2_expand) with four codes as
+ * its selectors.  A selector's bit 3 would replicate a sign and bit 2
+ * picks the second operand (the same table): masks clear bit 3.  About
+ * 2.3 operations a register against 5.8 from the canonical rows. */
+__device__ __forceinline__ uint32_t wr_lut(uint32_t sel)
+{
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %1, %2;\n" : "=r"(r) : "r"(0x020100FFu), "r"(sel));
+    return r;
+}
+
+__device__ __forceinline__ void wr_decode_pre(const unsigned char *p, uint32_t (&f)[16])
+{
+    const uint4 v = *reinterpret_cast<const uint4 *>(p);
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        const uint32_t lo = w[q] & 0x77777777u, hi = (w[q] >> 2) & 0x33333333u;
+        f[4 * q + 0] = wr_lut(lo);
+        f[4 * q + 1] = wr_lut(hi);
+        f[4 * q + 2] = wr_lut(lo >> 16);
+        f[4 * q + 3] = wr_lut(hi >> 16);
     }
 }
 
@@ -1182,7 +1270,8 @@ __device__ __forceinline__ wr_split wr_split_sum(const int (&acc)[ACC], int S, i
  * wr_split_sum left in shared memory. */
 __device__ __forceinline__ void wr_split_store(const lk_qgemm_args &q, const wr_split &sp,
                                                int64_t r, int64_t s, int64_t s0,
-                                               const float (&rsc)[2], const float *sc)
+                                               const float (&rsc)[2], const float *sc,
+                                               const float *sy, bool fast)
 {
     for (int g = sp.glo; g < sp.ghi; g++) {
         int a[8];
@@ -1192,26 +1281,26 @@ __device__ __forceinline__ void wr_split_store(const lk_qgemm_args &q, const wr_
                          : "=r"(a[4 * h]), "=r"(a[4 * h + 1]), "=r"(a[4 * h + 2]),
                            "=r"(a[4 * h + 3])
                          : "r"(sp.at(sp.S - 1, 8 * (g - sp.glo) + 4 * h)));
-        if (!wq_fast(q)) {
+        if (!fast || !wq_fast_rows(true, rsc)) {
             wq_store8(q, true, r, s + 16 * g, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
             continue;
         }
         const int64_t rows = q.n, cols = q.m;
         float *const y = (float *)q.y.data + r + s * q.y.ld;
-        const float *const scs = sc + (s - s0);
+        const float *const scs = sc + (s - s0), *const sys = sy + (s - s0);
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const int rr = (j >> 1) & 1, off = (2 * g + (j >> 2)) * 8 + (j & 1);
             if (r + 8 * rr >= rows || s + off >= cols)
                 continue;
-            y[rr * 8 + off * q.y.ld] = lk_qgemm_value(a[j], scs[off], rsc[rr]);
+            y[rr * 8 + off * q.y.ld] = lk_qgemm_value_r(a[j], scs[off], sys[off], rsc[rr]);
         }
     }
 }
 
 #endif
 
-template <int BX>
+template <int BX, bool PRE>
 __global__ void __launch_bounds__(WG_THREADS, 1)
     wr_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap,
               const __grid_constant__ wq_kargs g)
@@ -1222,7 +1311,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     typedef wr_cfg<BX> C;
     constexpr int ACC = BX / 2; /* int32 accumulators per thread: 64 x BX over 128 threads */
     __shared__ __align__(8) uint64_t bars[2 * C::STAGES]; /* loaded[s], empty[s] */
-    __shared__ float col_scale[BX];                      /* wq_stage_scales */
+    __shared__ float col_scale[BX], col_recip[BX];      /* wq_stage_scales */
     extern __shared__ __align__(128) unsigned char wr_smem_raw[];
     const uint32_t base = lk_smem_addr(wr_smem_raw);
     const uint32_t ring = (base + 1023u) & ~1023u;
@@ -1262,8 +1351,12 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                     const uint32_t p_dst = x_dst + C::X_BYTES;
                     mbar_expect_tx(loaded0 + 8 * s, C::STAGE_BYTES);
                     tma_load_2d(x_dst, &xmap, (int)(kt * WQ_BK), (int)x0, loaded0 + 8 * s);
-                    tma_load_2d(p_dst, &wmap, (int)(kt * (WQ_BK / 4)), (int)w0,
-                                loaded0 + 8 * s);
+                    if (PRE) /* wr_pre_kernel's slices, a tile's in K order */
+                        bulk_load(p_dst, g.pre + ((w0 / WG_BM) * g.ktiles + kt) * C::P_BYTES,
+                                  C::P_BYTES, loaded0 + 8 * s);
+                    else
+                        tma_load_2d(p_dst, &wmap, (int)(kt * (WQ_BK / 4)), (int)w0,
+                                    loaded0 + 8 * s);
                     if (++s == C::STAGES) {
                         s = 0;
                         ph ^= 1u;
@@ -1284,7 +1377,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     for (int64_t tile = tile0; tile < tiles; tile += tstep) {
         int64_t w0, x0;
         wg_tile(tile, g.tiles_m, g.tiles_n, BX, w0, x0);
-        wq_stage_scales<BX>(g.q, true, x0, tid - 128, col_scale);
+        const bool fast = wq_stage_scales<BX>(g.q, true, x0, tid - 128, col_scale, col_recip);
         int acc[ACC];
 #pragma unroll
         for (int i = 0; i < ACC; i++)
@@ -1300,11 +1393,18 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             const uint32_t ph1 = s + 1 == C::STAGES ? ph ^ 1u : ph;
             mbar_wait(loaded0 + 8 * s0, ph);
             wr_fence_regs(fa);
-            wr_decode(gring + s0 * C::STAGE_BYTES + C::X_BYTES + prow * 32, t, fa);
+            if (PRE)
+                wr_decode_pre(gring + s0 * C::STAGE_BYTES + C::X_BYTES + (tid - 128) * 16, fa);
+            else
+                wr_decode(gring + s0 * C::STAGE_BYTES + C::X_BYTES + prow * 32, t, fa);
             wr_fence_regs(fb);
             if (two) {
                 mbar_wait(loaded0 + 8 * s1, ph1);
-                wr_decode(gring + s1 * C::STAGE_BYTES + C::X_BYTES + prow * 32, t, fb);
+                if (PRE)
+                    wr_decode_pre(gring + s1 * C::STAGE_BYTES + C::X_BYTES + (tid - 128) * 16,
+                                  fb);
+                else
+                    wr_decode(gring + s1 * C::STAGE_BYTES + C::X_BYTES + prow * 32, t, fb);
             } else {
                 /* an odd count's last group: zero weights add nothing to
                  * the exact int32 sums (no branch around the wgmmas) */
@@ -1362,9 +1462,9 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
              * written too) */
             wq_consumer_sync();
             const wr_split sp = wr_split_sum<ACC>(acc, S, rank, ring, tid - 128);
-            wr_split_store(g.q, sp, w0 + prow, x0 + 2 * t, x0, ws, col_scale);
+            wr_split_store(g.q, sp, w0 + prow, x0 + 2 * t, x0, ws, col_scale, col_recip, fast);
         } else {
-            wq_store(g.q, true, w0 + prow, x0 + 2 * t, x0, ws, col_scale, acc);
+            wq_store(g.q, true, w0 + prow, x0 + 2 * t, x0, ws, col_scale, col_recip, fast, acc);
         }
     }
 #endif
@@ -1522,6 +1622,7 @@ bool wq_launch(const lk_cuda_device *dev, const lk_qgemm_args *q, cudaStream_t s
     wq_kargs g;
     g.q = *q;
     g.split = 1;
+    g.pre = nullptr;
     g.tiles_m = (q->m + WG_BM - 1) / WG_BM;
     g.tiles_n = (q->n + BN - 1) / BN;
     g.ktiles = (q->k + WQ_BK - 1) / WQ_BK;
@@ -1532,13 +1633,13 @@ bool wq_launch(const lk_cuda_device *dev, const lk_qgemm_args *q, cudaStream_t s
 }
 
 
-/* Whether wr_kernel<BX> can run on the device (as wg_launch: the image
- * has the wgmma body and the device the room), its shared memory opted in
- * once. */
-template <int BX> bool wr_ready(const lk_cuda_device *dev)
+/* Whether wr_kernel<BX, PRE> can run on the device (as wg_launch: the
+ * image has the wgmma body and the device the room), its shared memory
+ * opted in once. */
+template <int BX, bool PRE> bool wr_ready(const lk_cuda_device *dev)
 {
     typedef wr_cfg<BX> C;
-    auto kern = wr_kernel<BX>;
+    auto kern = wr_kernel<BX, PRE>;
     static unsigned long long probed, usable;
     const unsigned long long bit =
         dev->ordinal >= 0 && dev->ordinal < 64 ? 1ull << dev->ordinal : 0;
@@ -1547,7 +1648,7 @@ template <int BX> bool wr_ready(const lk_cuda_device *dev)
         bool good = cudaFuncGetAttributes(&fa, kern) == cudaSuccess &&
                     fa.sharedSizeBytes >= 2 * C::STAGES * sizeof(uint64_t) &&
                     C::SMEM + fa.sharedSizeBytes <= dev->smem_optin &&
-                    lk_smem_optin<wr_kernel<BX> >(dev->ordinal, C::SMEM) == cudaSuccess;
+                    lk_smem_optin<wr_kernel<BX, PRE> >(dev->ordinal, C::SMEM) == cudaSuccess;
         (void)cudaGetLastError();
         if (bit) {
             if (good)
@@ -1560,13 +1661,15 @@ template <int BX> bool wr_ready(const lk_cuda_device *dev)
     return !bit || (__atomic_load_n(&usable, __ATOMIC_ACQUIRE) & bit);
 }
 
-/* Clusters of split (2..8) wr_kernel<BX> blocks the device holds at once
- * (one block an SM, a cluster within one GPC: 132 SMs held 16 clusters of
- * 6 but 33 of 4 on an H200), cached per device; 0 where unknown. */
-template <int BX> int wr_clusters(const lk_cuda_device *dev, int split)
+/* Clusters of split (2..8) wr_kernel<BX, PRE> blocks the device holds at
+ * once (one block an SM, a cluster within one GPC: 132 SMs held 16
+ * clusters of 6 but 33 of 4 on an H200), cached per device; 0 where
+ * unknown. */
+template <int BX, bool PRE> int wr_clusters(const lk_cuda_device *dev, int split)
 {
     static int cache[64][9]; /* 0: not asked, -1: none, else the count */
-    if (dev->ordinal < 0 || dev->ordinal >= 64 || split < 2 || split > 8 || !wr_ready<BX>(dev))
+    if (dev->ordinal < 0 || dev->ordinal >= 64 || split < 2 || split > 8 ||
+        !wr_ready<BX, PRE>(dev))
         return 0;
     int v = __atomic_load_n(&cache[dev->ordinal][split], __ATOMIC_ACQUIRE);
     if (v == 0) {
@@ -1578,7 +1681,7 @@ template <int BX> int wr_clusters(const lk_cuda_device *dev, int split)
         cfg.attrs = attr;
         cfg.numAttrs = 1;
         int n = 0;
-        if (cudaOccupancyMaxActiveClusters(&n, wr_kernel<BX>, &cfg) != cudaSuccess || n < 1)
+        if (cudaOccupancyMaxActiveClusters(&n, wr_kernel<BX, PRE>, &cfg) != cudaSuccess || n < 1)
             n = -1;
         (void)cudaGetLastError();
         __atomic_store_n(&cache[dev->ordinal][split], n, __ATOMIC_RELEASE);
@@ -1587,23 +1690,30 @@ template <int BX> int wr_clusters(const lk_cuda_device *dev, int split)
     return v < 0 ? 0 : v;
 }
 
-template <int BX>
-bool wr_launch(const lk_cuda_device *dev, const lk_qgemm_args *q, int split, cudaStream_t st)
+/* pre: the codes in wr_pre_kernel's layout (q->w then only gives N and K),
+ * or NULL */
+template <int BX, bool PRE>
+bool wr_launch(const lk_cuda_device *dev, const lk_qgemm_args *q, const void *pre, int split,
+               cudaStream_t st)
 {
     typedef wr_cfg<BX> C;
-    auto kern = wr_kernel<BX>;
-    if (!wr_ready<BX>(dev))
+    auto kern = wr_kernel<BX, PRE>;
+    if (!wr_ready<BX, PRE>(dev))
         return false;
     encode_fn enc = get_encode();
     if (!enc)
         return false;
     CUtensorMap xm, wm;
-    if (!make_map_u8(enc, &xm, q->x.data, q->m, q->k, q->x.ld, WQ_BK, BX, true) ||
-        !make_map_u8(enc, &wm, q->w.data, q->n, (q->k + 3) / 4, q->w.ld / 4, WQ_BK / 4, WG_BM,
-                     false))
+    if (!make_map_u8(enc, &xm, q->x.data, q->m, q->k, q->x.ld, WQ_BK, BX, true))
+        return false;
+    if (PRE)
+        wm = xm; /* not read */
+    else if (!make_map_u8(enc, &wm, q->w.data, q->n, (q->k + 3) / 4, q->w.ld / 4, WQ_BK / 4,
+                          WG_BM, false))
         return false;
     wq_kargs g;
     g.q = *q;
+    g.pre = (const unsigned char *)pre;
     g.tiles_m = (q->n + WG_BM - 1) / WG_BM; /* weight rows */
     g.tiles_n = (q->m + BX - 1) / BX;       /* x rows */
     g.ktiles = (q->k + WQ_BK - 1) / WQ_BK;
@@ -1718,14 +1828,89 @@ bool lk_cuda_tc_wgmma_qgemm(lk_cuda_queue *queue, const lk_qgemm_args *a, bool t
                        : wq_launch<false, 64>(dev, a, st);
 }
 
-bool lk_cuda_tc_wgmma_ternary_ra(lk_cuda_queue *queue, const lk_qgemm_args *a, int bx, int split)
+namespace {
+
+template <bool PRE> int wr_cap(const lk_cuda_device *dev, int w, int sp)
+{
+    return w == 256   ? wr_clusters<256, PRE>(dev, sp)
+           : w == 128 ? wr_clusters<128, PRE>(dev, sp)
+                      : wr_clusters<96, PRE>(dev, sp);
+}
+
+template <bool PRE>
+bool wr_go(const lk_cuda_device *dev, const lk_qgemm_args *a, const void *pre, int bx, int split,
+           cudaStream_t st)
+{
+    return bx == 256   ? wr_launch<256, PRE>(dev, a, pre, split, st)
+           : bx == 128 ? wr_launch<128, PRE>(dev, a, pre, split, st)
+                       : wr_launch<96, PRE>(dev, a, pre, split, st);
+}
+
+/* The prepared layout of wr_kernel<BX, true>: per 128-row tile of W (N
+ * padded), per 128-k slice in K order, 4096 bytes, 16 for each consumer
+ * thread u = 128 c + 32 warp + lane: its 16 A registers of the slice
+ * (rows 64 c + 16 warp + lane / 4 and + 8, k 16 i + 4 (lane % 4) + b),
+ * in wr_decode_pre's order.  Codes past N or K are 1 (value 0; x is zero
+ * there anyway).  One thread per 32-bit word. */
+__global__ void __launch_bounds__(256) wr_pre_kernel(lk_tensor w, int64_t ktiles, int64_t words,
+                                                     uint32_t *dst)
+{
+    lk_pdl_wait();
+    lk_pdl_trigger();
+    const unsigned char *src = (const unsigned char *)w.data;
+    const int64_t ldb = w.ld / 4;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < words;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int q = (int)(i & 3), u = (int)((i >> 2) & 255);
+        const int64_t chunk = i >> 10, tm = chunk / ktiles, kt = chunk % ktiles;
+        const int lane = u & 31, t = lane & 3;
+        const int64_t row = tm * WG_BM + (u >> 7) * 64 + ((u >> 5) & 3) * 16 + (lane >> 2);
+        uint32_t word = 0;
+        for (int e = 0; e < 4; e++) {
+            const int64_t n = row + 8 * (e & 1);
+            const int64_t kb = kt * WQ_BK + 16 * (2 * q + (e >> 1)) + 4 * t;
+            for (int b = 0; b < 4; b++) {
+                const int64_t k = kb + b;
+                const uint32_t code =
+                    n < w.rows && k < w.cols ? (src[n * ldb + k / 4] >> (2 * (k % 4))) & 3u : 1u;
+                word |= code << (4 * b + 16 * (e >> 1) + 2 * (e & 1));
+            }
+        }
+        dst[i] = word;
+    }
+}
+
+} // namespace
+
+size_t lk_cuda_tc_t2_pre_bytes(const lk_cuda_device *dev, int64_t n, int64_t k)
+{
+    const char *env = getenv("LOCKSTEP_CUDA_T2_TC_LAYOUT");
+    if (env && strcmp(env, "0") == 0)
+        return 0;
+    if (dev->cc_major != 9 || dev->cc_minor != 0 || n < 1 || k < 1 ||
+        n > 2147483647 - WG_BM || k > 2147483647 - WQ_BK || !wr_ready<128, true>(dev))
+        return 0;
+    return (size_t)((n + WG_BM - 1) / WG_BM) * (size_t)((k + WQ_BK - 1) / WQ_BK) *
+           wr_cfg<128>::P_BYTES;
+}
+
+bool lk_cuda_tc_t2_pre_make(cudaStream_t st, const lk_tensor *w, void *dst)
+{
+    const int64_t ktiles = (w->cols + WQ_BK - 1) / WQ_BK;
+    const int64_t words = (w->rows + WG_BM - 1) / WG_BM * ktiles * (wr_cfg<128>::P_BYTES / 4);
+    return lk_launch(wr_pre_kernel, lk_grid_cap((words + 255) / 256, (int64_t)1 << 20), 256, 0,
+                     st, *w, ktiles, words, (uint32_t *)dst) == cudaSuccess;
+}
+
+bool lk_cuda_tc_wgmma_ternary_ra(lk_cuda_queue *queue, const lk_qgemm_args *a, const void *pre,
+                                 int bx, int split)
 {
     const lk_cuda_device *dev = queue->dev;
     if (dev->cc_major != 9 || dev->cc_minor != 0 || a->m < 1 || a->n < 1 || a->k < 1)
         return false;
     /* TMA: 16-byte aligned bases and row strides; coordinates in int32 */
-    if (((uintptr_t)a->x.data & 15) || ((uintptr_t)a->w.data & 15) || a->x.ld % 16 ||
-        a->w.ld % 64)
+    if (((uintptr_t)a->x.data & 15) || a->x.ld % 16 ||
+        (!pre && (((uintptr_t)a->w.data & 15) || a->w.ld % 64)))
         return false;
     if (a->m > 2147483647 - 256 || a->n > 2147483647 - WG_BM || a->k > 2147483647 - WQ_BK)
         return false;
@@ -1755,9 +1940,7 @@ bool lk_cuda_tc_wgmma_ternary_ra(lk_cuda_queue *queue, const lk_qgemm_args *a, i
             } else {
                 if (tiles * sp > 2147483647)
                     continue;
-                const int cap = w == 256   ? wr_clusters<256>(dev, sp)
-                                : w == 128 ? wr_clusters<128>(dev, sp)
-                                           : wr_clusters<96>(dev, sp);
+                const int cap = pre ? wr_cap<true>(dev, w, sp) : wr_cap<false>(dev, w, sp);
                 if (cap < 1)
                     continue;
                 cost = (tiles + cap - 1) / cap * ((ktiles + sp - 1) / sp * per + fix);
@@ -1773,7 +1956,6 @@ bool lk_cuda_tc_wgmma_ternary_ra(lk_cuda_queue *queue, const lk_qgemm_args *a, i
         bsp = 1;
     bx = bbx ? bbx : 128;
     split = bsp > 0 ? bsp : 1;
-    return bx == 256   ? wr_launch<256>(dev, a, split, queue->stream)
-           : bx == 128 ? wr_launch<128>(dev, a, split, queue->stream)
-                       : wr_launch<96>(dev, a, split, queue->stream);
+    return pre ? wr_go<true>(dev, a, pre, bx, split, queue->stream)
+               : wr_go<false>(dev, a, nullptr, bx, split, queue->stream);
 }

@@ -27,7 +27,18 @@ bool lk_cuda_tc_wgmma_qgemm(lk_cuda_queue *q, const lk_qgemm_args *a, bool t2, i
  * 128 weight rows x bx rows of x per tile (bx 96, 128 or 256; 0: chosen
  * from the shape), K split over a cluster of split blocks per tile (1..8;
  * 0: chosen), and return true; false, having enqueued nothing, where it
- * does not apply (as lk_cuda_tc_wgmma_qgemm). */
-bool lk_cuda_tc_wgmma_ternary_ra(lk_cuda_queue *q, const lk_qgemm_args *a, int bx, int split);
+ * does not apply (as lk_cuda_tc_wgmma_qgemm).  pre: NULL, or the same
+ * codes in the prepared layout lk_cuda_tc_t2_pre_make wrote (a->w then
+ * gives only N and K). */
+bool lk_cuda_tc_wgmma_ternary_ra(lk_cuda_queue *q, const lk_qgemm_args *a, const void *pre,
+                                 int bx, int split);
+
+/* Prepared ternary weights for that kernel: the bytes of the layout for
+ * N x K codes on dev, 0 where it would not be used (not an sm_90 GPU, a
+ * module without sm_90a code, LOCKSTEP_CUDA_T2_TC_LAYOUT=0); and the
+ * enqueueing of its rearrangement from canonical LK_T2 rows w (device
+ * memory) into dst (that many bytes), false if the launch failed. */
+size_t lk_cuda_tc_t2_pre_bytes(const lk_cuda_device *dev, int64_t n, int64_t k);
+bool lk_cuda_tc_t2_pre_make(cudaStream_t st, const lk_tensor *w, void *dst);
 
 #endif

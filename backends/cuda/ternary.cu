@@ -22,6 +22,7 @@
 #include "backends/cuda/linear.cuh"
 #include "backends/cuda/qgemm.cuh"
 #include "backends/cuda/tc_ternary.cuh"
+#include "backends/cuda/tc_wgmma.cuh"
 
 namespace {
 
@@ -304,8 +305,9 @@ template <int MT> bool t2_gemv(const lk_qgemm_args &q, cudaStream_t st, int earl
     return true;
 }
 
-/* lk_ternary_gemm's kernels; early: the weights are prepared */
-void t2_run(lk_op_scope &op, const lk_qgemm_args *q, int early)
+/* lk_ternary_gemm's kernels; early: the weights are prepared; pre: their
+ * copy in the tensor-core layout, or NULL */
+void t2_run(lk_op_scope &op, const lk_qgemm_args *q, int early, const void *pre)
 {
     bool done = false;
     if (q->m == 1)
@@ -317,7 +319,7 @@ void t2_run(lk_op_scope &op, const lk_qgemm_args *q, int early)
     else if (q->m <= 8)
         done = t2_gemv<8>(*q, op.stream(), early);
     if (!done)
-        done = lk_cuda_tc_qgemm(op.q, q, true); /* M > 8 on sm_80+: tc_ternary.cu */
+        done = lk_cuda_tc_qgemm(op.q, q, true, pre); /* M > 8 on sm_80+: tc_ternary.cu */
     if (!done)
         lk_qgemm_tiled<true>(*q, op.stream());
 }
@@ -380,16 +382,19 @@ extern "C" lk_status lk_cuda_ternary_gemm(void *queue, const lk_qgemm_args *q)
     lk_op_scope op(queue, "lk_ternary_gemm");
     if (!op.ok())
         return op.status();
-    t2_run(op, q, 0); /* user tensors: an earlier op may write the weights */
+    t2_run(op, q, 0, nullptr); /* user tensors: an earlier op may write the weights */
     return op.launched();
 }
 
 /* Prepared ternary weights: the canonical LK_T2 rows copied with a row
  * pitch of whole 16-byte pieces (every segment one vector load), and the
- * scales after them in the same allocation (lk_cuda_weights_destroy frees
- * one pointer).  Only the copy is ours: the kernels are lk_ternary_gemm's,
- * told that no op writes these bytes, so the GEMV requests them before
- * its lk_pdl_wait(). */
+ * scales after them in the same allocation.  The kernels are
+ * lk_ternary_gemm's, told that no op writes these bytes, so the GEMV
+ * requests them before its lk_pdl_wait().  On sm_90 a second copy of the
+ * codes in the layout of tc_wgmma.cu's weights-as-A kernel (h->tc, its
+ * own allocation: as many bytes again), which M > 8 reads (the same
+ * bits, decoded in fewer operations); LOCKSTEP_CUDA_T2_TC_LAYOUT=0 leaves
+ * it out. */
 lk_status lk_cuda_t2_prepare(lk_op_scope &op, const lk_weights_args *a, void **out)
 {
     const lk_tensor &w = a->w, &s = a->w_scale;
@@ -411,15 +416,36 @@ lk_status lk_cuda_t2_prepare(lk_op_scope &op, const lk_weights_args *a, void **o
         return lk_cuda_fail(op.q->dev->host, e, "lk_weights_prepare: cudaMalloc");
     }
     h->scale = (char *)h->w + wbytes;
+    const size_t tcbytes = lk_cuda_tc_t2_pre_bytes(op.q->dev, w.rows, w.cols);
+    if (tcbytes) {
+        e = cudaMalloc(&h->tc, tcbytes);
+        if (e != cudaSuccess) {
+            (void)cudaFree(h->w);
+            free(h);
+            return lk_cuda_fail(op.q->dev->host, e, "lk_weights_prepare: cudaMalloc");
+        }
+    }
     e = cudaMemsetAsync(h->w, 0, wbytes, op.stream());
     if (e == cudaSuccess)
         e = cudaMemcpy2DAsync(h->w, (size_t)ldb, w.data, (size_t)(w.ld / 4), (size_t)bpr,
                               (size_t)w.rows, cudaMemcpyDeviceToDevice, op.stream());
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(h->scale, s.data, sbytes, cudaMemcpyDeviceToDevice, op.stream());
+    if (e == cudaSuccess && h->tc) {
+        /* from the aligned copy (the user's rows may have any pitch) */
+        lk_tensor c = lk_mat(h->w, LK_T2, w.rows, w.cols);
+        c.ld = h->ldw;
+        if (!lk_cuda_tc_t2_pre_make(op.stream(), &c, h->tc)) {
+            e = cudaGetLastError();
+            if (e == cudaSuccess)
+                e = cudaErrorLaunchFailure;
+        }
+        (void)lk_pdl_fence(op.stream()); /* as every write of a handle (launch.cuh) */
+    }
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(op.stream());
     if (e != cudaSuccess) {
+        (void)cudaFree(h->tc);
         (void)cudaFree(h->w);
         free(h);
         return lk_cuda_fail(op.q->dev->host, e, "lk_weights_prepare");
@@ -446,6 +472,6 @@ extern "C" lk_status lk_cuda_ternary_linear(void *queue, const lk_linear_args *l
     q.w = lk_mat(h->w, LK_T2, h->n, h->k);
     q.w.ld = h->ldw;
     q.w_scale = lk_mat(h->scale, LK_F32, 1, h->scale_n);
-    t2_run(op, &q, 1);
+    t2_run(op, &q, 1, h->tc);
     return op.launched();
 }

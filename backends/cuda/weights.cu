@@ -68,6 +68,7 @@ extern "C" void lk_cuda_weights_destroy(void *dev, void *prepared)
     lk_cuda_scope sc;
     if (lk_cuda_enter((const lk_cuda_device *)dev, &sc) == LK_OK) {
         (void)cudaFree(h->w);
+        (void)cudaFree(h->tc);
         lk_cuda_leave(&sc);
     }
     free(h);
