@@ -1916,34 +1916,43 @@ bool lk_cuda_tc_wgmma_ternary_ra(lk_cuda_queue *queue, const lk_qgemm_args *a, c
         return false;
     const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1, tw = (a->n + WG_BM - 1) / WG_BM;
     const int64_t ktiles = (a->k + WQ_BK - 1) / WQ_BK;
-    /* The width and split with the least time: rounds of tiles (of
-     * clusters where split) x a block's time.  A block's time (H200, in 50
-     * ns units) is mostly its weight rows' decode: 14 a slice at widths 96
-     * and 128, 23 at 256 (K = 2560: 128 wide 17.5 us a tile, 256 wide
-     * 26.3), so 96 never pays (forced only); a split block adds the
-     * exchange and its cluster's barriers, 80 at 128, 140 at 256 (fitted:
-     * 128 wide, K / S = 2.5 .. 10 slices: 9.2 .. 14.4 us).  Ties go to the
-     * narrower tile and the smaller split. */
+    /* The width and split with the least time: a block's time per slice
+     * and per tile (prologue, pipeline fill, epilogue; less for a
+     * persistent block's later tiles, whose loads overlap the previous
+     * epilogue), in 5 ns units, fitted on the H200 (2026-11-22, prepared
+     * codes, tc-bench's BitNet shapes at M = 512 and 2048, within 5 %);
+     * canonical codes decode slower (16 a slice at 96 and 128, 512 x 2560
+     * x 2560 and x 6912; 30 at 256 estimated), and 96 wide never paid for
+     * them (forced only).  A split tile (one cluster of S blocks, launched
+     * in waves of the clusters the device holds) adds the exchange and
+     * its barriers.  Ties go to the narrower tile and the smaller split. */
+    struct wr_time {
+        int width, slice, tile, next, split;
+    };
+    static const wr_time times[3] = {
+        {96, 74, 1140, 480, 500}, {128, 78, 1320, 800, 510}, {256, 113, 1960, 1580, 900}};
     int64_t best = -1;
     int bbx = bx, bsp = split;
-    for (const int w : {96, 128, 256}) {
-        if (bx ? w != bx : w == 96)
+    for (const wr_time &T : times) {
+        const int w = T.width;
+        if (bx ? w != bx : (w == 96 && !pre))
             continue;
-        const int64_t tiles = tw * ((a->m + w - 1) / w), per = w == 256 ? 23 : 14,
-                      fix = w == 256 ? 140 : 80;
+        const int64_t tiles = tw * ((a->m + w - 1) / w);
+        const int64_t per = T.slice + (pre ? 0 : w == 256 ? 30 : 16);
         for (int sp = 1; sp <= 8; sp++) {
             if (split ? sp != split : sp > 1 && sp > ktiles / 2)
                 continue;
             int64_t cost;
             if (sp == 1) {
-                cost = (tiles + sms - 1) / sms * ktiles * per;
+                const int64_t rounds = (tiles + sms - 1) / sms;
+                cost = rounds * ktiles * per + T.tile + (rounds - 1) * T.next;
             } else {
                 if (tiles * sp > 2147483647)
                     continue;
                 const int cap = pre ? wr_cap<true>(dev, w, sp) : wr_cap<false>(dev, w, sp);
                 if (cap < 1)
                     continue;
-                cost = (tiles + cap - 1) / cap * ((ktiles + sp - 1) / sp * per + fix);
+                cost = (tiles + cap - 1) / cap * ((ktiles + sp - 1) / sp * per + T.tile + T.split);
             }
             if (best < 0 || cost < best) {
                 best = cost;
