@@ -30,7 +30,11 @@ typedef struct lk_weights lk_weights;
  * NULL; or LK_T2 (packed ternary), with w_scale the f32 scale of
  * lk_ternary_gemm (1 x 1 or 1 x N).  w and w_scale must live on the
  * queue's device.  On a GPU the copy is made on the queue: lk_queue_sync
- * before changing w.  *out is set on success only. */
+ * before changing w.  *out is set on success only.  The handle's device
+ * memory is about the weights' size; LK_T2 weights on an sm_90 GPU take
+ * twice that (a second copy for the tensor-core kernels of M > 8; the
+ * environment variable LOCKSTEP_CUDA_T2_TC_LAYOUT=0 leaves it out,
+ * docs/api.md). */
 LK_API lk_status lk_weights_prepare(lk_queue *q, const lk_tensor *w, const lk_tensor *w_scale,
                                     lk_weights **out);
 
