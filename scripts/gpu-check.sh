@@ -38,7 +38,8 @@
 #   BENCH_ARGS  extra arguments for the benchmark (e.g. --quick)
 #   LOCKCHECK_ARGS  extra arguments for lockstep check (e.g. --full)
 #   TIMEOUT     seconds per sanitizer run (default 270)
-#   SANITIZE_TESTS  the tests memcheck and racecheck run (default tests/test_cuda)
+#   SANITIZE_TESTS  the tests memcheck and racecheck run (default tests/test_cuda;
+#               tests/test_tc_ternary takes LOCKSTEP_TC_TEST_ONLY=prepared etc.)
 #
 # The summary table is printed last; the exit status is the number of
 # failed stages.

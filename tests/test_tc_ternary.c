@@ -10,7 +10,8 @@
  * at and past the edges of the fast epilogue's division, and
  * lk_ternary_linear on prepared weights (plain and accumulating; on sm_90
  * the handle's copy in the tensor-core layout).  No GPU: a SKIP with the
- * reason. */
+ * reason.  LOCKSTEP_TC_TEST_ONLY (ops, extremes, scales, prepared) runs
+ * only the parts it names (compute-sanitizer takes minutes over all). */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -460,11 +461,20 @@ int main(void)
          "kernels for every variant)", dev_name, p.description);
     if (lk_queue_create(gpu, NULL, &gq) != LK_OK)
         bail("no queue on %s: %s", dev_name, lk_last_error());
-    for (int op = 0; op < OP_COUNT; op++)
-        test_op(op);
-    test_extremes();
-    test_scales();
-    test_prepared();
+    /* LOCKSTEP_TC_TEST_ONLY=ops,extremes,scales,prepared (any of them):
+     * only those parts, e.g. for compute-sanitizer's slow runs */
+    const char *only = getenv("LOCKSTEP_TC_TEST_ONLY");
+#define PART(name) (!only || !*only || strstr(only, name))
+    if (PART("ops"))
+        for (int op = 0; op < OP_COUNT; op++)
+            test_op(op);
+    if (PART("extremes"))
+        test_extremes();
+    if (PART("scales"))
+        test_scales();
+    if (PART("prepared"))
+        test_prepared();
+#undef PART
     lk_queue_destroy(gq);
     lk_queue_destroy(rq);
     lk_context_destroy(ctx);

@@ -521,17 +521,6 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map
                  : "memory");
 }
 
-/* bytes (a multiple of 16) from global src into shared dst, counted on
- * the mbarrier bar (a plain bulk copy: no tensor map) */
-__device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, unsigned bytes,
-                                          uint32_t bar)
-{
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1], %2, [%3];\n" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
-}
-
 __device__ __forceinline__ void fence_proxy_async()
 {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -1102,10 +1091,13 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
  * row the byte t = lane % 4 (k 4t .. 4t + 3 and 16 + 4t ..): two 16-byte
  * loads per row (a quad loads the same row: a broadcast), byte t of four
  * words gathered with three byte permutes, four codes expanded to four
- * int8 (lk_t2_expand), 16 A registers per slice.  A warpgroup waits for
- * its slice's MMAs before decoding the next (ptxas serializes wgmmas whose
- * input registers are written while any is in flight); the two consumer
- * warpgroups overlap each other's decode and MMAs. */
+ * int8 (lk_t2_expand), 16 A registers per slice.  With prepared weights
+ * (PRE) the code tile comes from wr_pre_kernel's layout instead, the
+ * thread's 16 registers in 16 contiguous bytes (wr_decode_pre).  A
+ * warpgroup waits for its slice's MMAs before decoding the next (ptxas
+ * serializes wgmmas whose input registers are written while any is in
+ * flight); the two consumer warpgroups overlap each other's decode and
+ * MMAs. */
 template <int BX> struct wr_cfg {
     static constexpr int STAGES = BX == 256 ? 6 : 8;
     static constexpr int X_BYTES = BX * WQ_BK;
@@ -1351,9 +1343,9 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                     const uint32_t p_dst = x_dst + C::X_BYTES;
                     mbar_expect_tx(loaded0 + 8 * s, C::STAGE_BYTES);
                     tma_load_2d(x_dst, &xmap, (int)(kt * WQ_BK), (int)x0, loaded0 + 8 * s);
-                    if (PRE) /* wr_pre_kernel's slices, a tile's in K order */
-                        bulk_load(p_dst, g.pre + ((w0 / WG_BM) * g.ktiles + kt) * C::P_BYTES,
-                                  C::P_BYTES, loaded0 + 8 * s);
+                    if (PRE) /* wr_pre_kernel's slices, a tile's in K order: 16 rows of 256 */
+                        tma_load_2d(p_dst, &wmap, 0, (int)(((w0 / WG_BM) * g.ktiles + kt) * 16),
+                                    loaded0 + 8 * s);
                     else
                         tma_load_2d(p_dst, &wmap, (int)(kt * (WQ_BK / 4)), (int)w0,
                                     loaded0 + 8 * s);
@@ -1622,7 +1614,6 @@ bool wq_launch(const lk_cuda_device *dev, const lk_qgemm_args *q, cudaStream_t s
     wq_kargs g;
     g.q = *q;
     g.split = 1;
-    g.pre = nullptr;
     g.tiles_m = (q->m + WG_BM - 1) / WG_BM;
     g.tiles_n = (q->n + BN - 1) / BN;
     g.ktiles = (q->k + WQ_BK - 1) / WQ_BK;
@@ -1706,14 +1697,18 @@ bool wr_launch(const lk_cuda_device *dev, const lk_qgemm_args *q, const void *pr
     CUtensorMap xm, wm;
     if (!make_map_u8(enc, &xm, q->x.data, q->m, q->k, q->x.ld, WQ_BK, BX, true))
         return false;
-    if (PRE)
-        wm = xm; /* not read */
-    else if (!make_map_u8(enc, &wm, q->w.data, q->n, (q->k + 3) / 4, q->w.ld / 4, WQ_BK / 4,
-                          WG_BM, false))
+    /* prepared codes: rows of 256 bytes, a slice's 4 KiB 16 of them (a
+     * tensor copy as the canonical rows', whose ring reuse compute-sanitizer
+     * follows: with a plain bulk copy racecheck reported the reuse as a race) */
+    const int64_t chunks = (q->n + WG_BM - 1) / WG_BM * ((q->k + WQ_BK - 1) / WQ_BK);
+    if (PRE && chunks > 2147483647 / 16) /* TMA coordinates are int32 */
+        return false;
+    if (PRE ? !make_map_u8(enc, &wm, pre, chunks * 16, 256, 256, 256, 16, false)
+            : !make_map_u8(enc, &wm, q->w.data, q->n, (q->k + 3) / 4, q->w.ld / 4, WQ_BK / 4,
+                           WG_BM, false))
         return false;
     wq_kargs g;
     g.q = *q;
-    g.pre = (const unsigned char *)pre;
     g.tiles_m = (q->n + WG_BM - 1) / WG_BM; /* weight rows */
     g.tiles_n = (q->m + BX - 1) / BX;       /* x rows */
     g.ktiles = (q->k + WQ_BK - 1) / WQ_BK;
