@@ -81,10 +81,11 @@ extern "C" lk_status lk_cuda_weights_prepare(void *queue, const lk_weights_args 
         return op.status();
     lk_cuda_queue *q = op.q;
     const lk_tensor &w = a->w;
-    /* Ternary weights stay canonical (ternary.cu's t2_gemv and the int8
-     * tensor-core kernel read them faster than a rearranged layout did,
-     * docs/bench.md); the driver's own copy tells the GEMV that no op
-     * writes them, so it requests them before lk_pdl_wait(). */
+    /* Ternary weights: the GEMV reads a canonical copy (ternary.cu's
+     * t2_gemv read it faster than a rearranged layout did, docs/bench.md
+     * fifth round; the driver's own copy tells it that no op writes them,
+     * so it requests them before lk_pdl_wait()), and on sm_90 the
+     * tensor-core kernel its own layout (lk_cuda_t2_prepare). */
     if (w.dtype == LK_T2)
         return lk_cuda_t2_prepare(op, a, out);
     const int64_t groups = (w.rows + LK_LIN_G - 1) / LK_LIN_G;
