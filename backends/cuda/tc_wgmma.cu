@@ -914,7 +914,6 @@ struct wq_kargs {
     lk_qgemm_args q;
     int64_t tiles_m, tiles_n, ktiles;
     int split; /* weights-as-A kernel: 1, or blocks per tile (a cluster), each a part of K */
-    const unsigned char *pre; /* weights-as-A kernel: the codes in wr_pre's layout, or NULL */
 };
 
 template <bool T2, int BN>
