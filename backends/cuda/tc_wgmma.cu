@@ -1105,6 +1105,13 @@ template <int BX> struct wr_cfg {
     static constexpr size_t SMEM = (size_t)STAGES * STAGE_BYTES + 1024;
 };
 
+/* The prepared layout's 4 KiB chunks (wr_pre_kernel): one per 128-row tile
+ * of W and 128-k slice, for N x K codes. */
+static inline int64_t wr_pre_chunks(int64_t n, int64_t k)
+{
+    return (n + WG_BM - 1) / WG_BM * ((k + WQ_BK - 1) / WQ_BK);
+}
+
 #if LK_WG_BODY
 /* A fragments of one 128-k slice for rows at p (row g) and p + 8 * 32 (row
  * g + 8): f[4 j + r] is step j's register r. */
@@ -1699,7 +1706,7 @@ bool wr_launch(const lk_cuda_device *dev, const lk_qgemm_args *q, const void *pr
     /* prepared codes: rows of 256 bytes, a slice's 4 KiB 16 of them (a
      * tensor copy as the canonical rows', whose ring reuse compute-sanitizer
      * follows: with a plain bulk copy racecheck reported the reuse as a race) */
-    const int64_t chunks = (q->n + WG_BM - 1) / WG_BM * ((q->k + WQ_BK - 1) / WQ_BK);
+    const int64_t chunks = wr_pre_chunks(q->n, q->k);
     if (PRE && chunks > 2147483647 / 16) /* TMA coordinates are int32 */
         return false;
     if (PRE ? !make_map_u8(enc, &wm, pre, chunks * 16, 256, 256, 256, 16, false)
@@ -1884,14 +1891,13 @@ size_t lk_cuda_tc_t2_pre_bytes(const lk_cuda_device *dev, int64_t n, int64_t k)
     if (dev->cc_major != 9 || dev->cc_minor != 0 || n < 1 || k < 1 ||
         n > 2147483647 - WG_BM || k > 2147483647 - WQ_BK || !wr_ready<128, true>(dev))
         return 0;
-    return (size_t)((n + WG_BM - 1) / WG_BM) * (size_t)((k + WQ_BK - 1) / WQ_BK) *
-           wr_cfg<128>::P_BYTES;
+    return (size_t)wr_pre_chunks(n, k) * wr_cfg<128>::P_BYTES;
 }
 
 bool lk_cuda_tc_t2_pre_make(cudaStream_t st, const lk_tensor *w, void *dst)
 {
     const int64_t ktiles = (w->cols + WQ_BK - 1) / WQ_BK;
-    const int64_t words = (w->rows + WG_BM - 1) / WG_BM * ktiles * (wr_cfg<128>::P_BYTES / 4);
+    const int64_t words = wr_pre_chunks(w->rows, w->cols) * (wr_cfg<128>::P_BYTES / 4);
     return lk_launch(wr_pre_kernel, lk_grid_cap((words + 255) / 256, (int64_t)1 << 20), 256, 0,
                      st, *w, ktiles, words, (uint32_t *)dst) == cudaSuccess;
 }
