@@ -2,7 +2,8 @@
  * lk_ternary_linear, bit for bit (y, xq and xs), on every device: decode
  * and prefill row counts, BitNet widths and odd K, norm weight present and
  * absent, with and without LK_GEMM_ACCUMULATE, NaN and Inf rows, inside a
- * captured graph; its argument errors leave every output untouched. */
+ * captured graph, many calls back to back; its argument errors leave every
+ * output untouched. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -195,6 +196,94 @@ static void run_case(lk_device *d, lk_queue *q, const tcase *c, int ci, int grap
     free(codes);
 }
 
+/* Calls back to back with one xq / xs pair and y accumulating, x
+ * alternating between two inputs: CHAIN eager calls, then a graph of
+ * GCALLS calls replayed GREPS times, against as many composition calls.
+ * A driver whose fused op let the projection read xq or xs before the
+ * norm of the same call had stored them (a flag between two kernels, one
+ * kernel's blocks running ahead) would read the other input's and change
+ * y; so would one that kept state from call to call wrongly. */
+#define CHAIN 16
+#define GCALLS 4
+#define GREPS 4
+static void test_chain(lk_device *d, lk_queue *q, int64_t M)
+{
+    const int64_t K = 2560, N = 640;
+    const size_t nx = (size_t)(M * K), ny = (size_t)(M * N) * 4;
+    float *xv = malloc(2 * nx * 4), *yv = malloc(ny), *sv = malloc((size_t)N * 4);
+    unsigned char *h1 = malloc(ny), *h2 = malloc(ny);
+    if (!xv || !yv || !sv || !h1 || !h2)
+        bail("out of memory");
+    for (size_t i = 0; i < 2 * nx; i++)
+        xv[i] = rnd();
+    for (size_t i = 0; i < ny / 4; i++)
+        yv[i] = rnd();
+    for (int64_t i = 0; i < N; i++)
+        sv[i] = 0.25f + (float)(tap_rand(&rng) % 1000) / 997.0f;
+    int64_t ld;
+    uint8_t *codes = t2_rand(N, K, &ld);
+    dbuf xb = {0}, wb = {0}, wsb = {0}, qb = {0}, sb = {0}, y1b = {0}, y2b = {0};
+    if (!(dbuf_up(d, q, &xb, xv, 2 * nx * 4) && dbuf_up(d, q, &wb, codes, (size_t)(N * ld / 4)) &&
+          dbuf_up(d, q, &wsb, sv, (size_t)N * 4) && dbuf_up(d, q, &qb, NULL, nx) &&
+          dbuf_up(d, q, &sb, NULL, (size_t)M * 4) && dbuf_up(d, q, &y1b, yv, ny) &&
+          dbuf_up(d, q, &y2b, yv, ny)))
+        bail("%s: no device memory: %s", lk_device_name(d), lk_last_error());
+    lk_tensor x[2] = {lk_mat(xb.p, LK_F32, M, K), lk_mat((float *)xb.p + nx, LK_F32, M, K)};
+    lk_tensor wt = lk_mat(wb.p, LK_T2, N, K), ws = lk_mat(wsb.p, LK_F32, 1, N);
+    lk_tensor xq = lk_mat(qb.p, LK_I8, M, K), xs = lk_mat(sb.p, LK_F32, M, 1);
+    lk_tensor y1 = lk_mat(y1b.p, LK_F32, M, N), y2 = lk_mat(y2b.p, LK_F32, M, N);
+    wt.ld = ld;
+    lk_weights *pw = NULL;
+    if (lk_weights_prepare(q, &wt, &ws, &pw) != LK_OK)
+        bail("%s: prepare: %s", lk_device_name(d), lk_last_error());
+    lk_status st = LK_OK;
+    for (int i = 0; i < CHAIN && st == LK_OK; i++)
+        st = lk_rmsnorm_ternary_linear(q, &x[i & 1], NULL, 1e-5f, &xq, &xs, pw, &y1,
+                                       LK_GEMM_ACCUMULATE);
+    lk_graph *g = NULL;
+    int graphs = 0;
+    if (st == LK_OK) {
+        st = lk_queue_capture_begin(q);
+        graphs = st == LK_OK;
+        if (st == LK_ERR_UNSUPPORTED) /* a device without capture: eagerly */
+            st = LK_OK;
+    }
+    if (st == LK_OK) {
+        for (int i = 0; i < (graphs ? GCALLS : GCALLS * GREPS) && st == LK_OK; i++)
+            st = lk_rmsnorm_ternary_linear(q, &x[i & 1], NULL, 1e-5f, &xq, &xs, pw, &y1,
+                                           LK_GEMM_ACCUMULATE);
+        if (graphs) {
+            lk_status se = lk_queue_capture_end(q, &g);
+            st = st != LK_OK ? st : se;
+        }
+    }
+    for (int r = 0; r < GREPS && st == LK_OK && graphs; r++)
+        st = lk_graph_launch(g, q);
+    lk_graph_destroy(g);
+    for (int i = 0; i < CHAIN + GCALLS * GREPS && st == LK_OK; i++) {
+        st = lk_rmsnorm_quantize(q, &x[i & 1], NULL, 1e-5f, &xq, &xs);
+        if (st == LK_OK)
+            st = lk_ternary_linear(q, &xq, &xs, pw, &y2, LK_GEMM_ACCUMULATE);
+    }
+    const int good = st == LK_OK && dbuf_down(q, h1, &y1b) && dbuf_down(q, h2, &y2b);
+    if (st == LK_ERR_UNSUPPORTED)
+        skip(1, "chain M=%lld on %s: unsupported (%s)", (long long)M, lk_device_name(d),
+             lk_last_error());
+    else
+        ok(good && memcmp(h1, h2, ny) == 0,
+       "chain M=%lld: %d calls back to back (%d eager, %s of %d replayed %d times), x "
+       "alternating, == composition on %s",
+       (long long)M, CHAIN + GCALLS * GREPS, CHAIN, graphs ? "a graph" : "no capture: eager runs",
+       GCALLS, GREPS, lk_device_name(d));
+    if (!good && st != LK_ERR_UNSUPPORTED)
+        diag("  status %s: %s", lk_status_string(st), lk_last_error());
+    lk_weights_destroy(pw);
+    dbuf *all[] = {&xb, &wb, &wsb, &qb, &sb, &y1b, &y2b};
+    for (int i = 0; i < 7; i++)
+        dbuf_free(d, all[i]);
+    free(xv), free(yv), free(sv), free(h1), free(h2), free(codes);
+}
+
 /* Argument errors (host memory: the reference device). */
 static void test_errors(lk_queue *q)
 {
@@ -296,7 +385,7 @@ int main(void)
     lk_device **devs = t.dev;
     lk_queue **qs = t.q, *ref_q = t.ref_q;
     const int nd = t.n;
-    plan(nd * (NCASES * NVAR + 2) + NERRORS);
+    plan(nd * (NCASES * NVAR + 4) + NERRORS);
     for (int d = 0; d < nd; d++) {
         rng = seed;
         for (int c = 0; c < NCASES; c++)
@@ -304,6 +393,8 @@ int main(void)
         /* inside a captured graph: a decode row and a prefill block */
         run_case(devs[d], qs[d], &cases[0], 0, 1);
         run_case(devs[d], qs[d], &cases[5], 5, 1);
+        test_chain(devs[d], qs[d], 1);
+        test_chain(devs[d], qs[d], 3);
     }
     test_errors(ref_q);
     test_devices_close(&t);
