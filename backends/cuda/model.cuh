@@ -40,13 +40,13 @@ static __host__ __device__ __forceinline__ int64_t lk_md_at(const lk_tensor &t, 
  * = kind: 1 embedding, 2 set_rows), which the next lk_queue_sync reports
  * as LK_ERR_RANGE (driver.c).  Host and device share the record through
  * unified addressing. */
-static __global__ void __launch_bounds__(256)
-    lk_index_check_kernel(const int32_t *idx, int64_t ld, int64_t n, int64_t limit, long long kind,
-                          long long *verdict, volatile long long *rec)
+/* The block's first of the n indices outside [0, limit), -1 if none; a
+ * bad one goes to the record (thread 0).  Every thread of the block. */
+static __device__ long long lk_index_first_bad(const int32_t *idx, int64_t ld, int64_t n,
+                                               int64_t limit, long long kind,
+                                               volatile long long *rec)
 {
     __shared__ long long first;
-    lk_pdl_wait();
-    lk_pdl_trigger();
     if (threadIdx.x == 0)
         first = LLONG_MAX;
     __syncthreads();
@@ -56,18 +56,42 @@ static __global__ void __launch_bounds__(256)
             atomicMin(&first, (long long)r);
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        const long long f = first == LLONG_MAX ? -1 : first;
-        *verdict = f;
-        if (f >= 0 && rec[0] == 0) {
-            rec[1] = f;
-            rec[2] = idx[f * ld];
-            rec[3] = limit;
-            __threadfence_system();
-            rec[0] = kind;
-            __threadfence_system();
-        }
+    const long long f = first == LLONG_MAX ? -1 : first;
+    if (threadIdx.x == 0 && f >= 0 && rec[0] == 0) {
+        rec[1] = f;
+        rec[2] = idx[f * ld];
+        rec[3] = limit;
+        __threadfence_system();
+        rec[0] = kind;
+        __threadfence_system();
     }
+    return f;
+}
+
+static __global__ void __launch_bounds__(256)
+    lk_index_check_kernel(const int32_t *idx, int64_t ld, int64_t n, int64_t limit, long long kind,
+                          long long *verdict, volatile long long *rec)
+{
+    lk_pdl_wait();
+    lk_pdl_trigger();
+    const long long f = lk_index_first_bad(idx, ld, n, limit, kind, rec);
+    if (threadIdx.x == 0)
+        *verdict = f;
+}
+
+/* The queue's pinned record of a bad index (driver.h) */
+static inline long long *lk_index_record(lk_op_scope &op)
+{
+    return (long long *)((char *)op.q->host_ws + LK_CUDA_EMB_ERR_OFFSET);
+}
+
+/* Whether the queue's stream is capturing (ops then check indices on the
+ * device: the values are read when the graph runs). */
+static inline bool lk_capturing(lk_op_scope &op)
+{
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    return cudaStreamIsCapturing(op.stream(), &cs) == cudaSuccess &&
+           cs != cudaStreamCaptureStatusNone;
 }
 
 /* Under stream capture, the check above in front of the op (the verdict
@@ -75,13 +99,11 @@ static __global__ void __launch_bounds__(256)
 static inline long long *lk_index_check(lk_op_scope &op, const lk_tensor &idx, int64_t limit,
                                         long long kind)
 {
-    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(op.stream(), &cs) != cudaSuccess || cs == cudaStreamCaptureStatusNone)
+    if (!lk_capturing(op))
         return NULL;
     long long *verdict = (long long *)op.q->ws;
-    long long *rec = (long long *)((char *)op.q->host_ws + LK_CUDA_EMB_ERR_OFFSET);
     lk_launch(lk_index_check_kernel, 1, 256, 0, op.stream(), (const int32_t *)idx.data, idx.ld,
-              idx.rows, limit, kind, verdict, rec);
+              idx.rows, limit, kind, verdict, lk_index_record(op));
     return verdict;
 }
 

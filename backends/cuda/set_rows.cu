@@ -9,7 +9,12 @@
  * goes to the queue's pinned record (rec[0] = 2: set_rows), which the next
  * lk_queue_sync reports as LK_ERR_RANGE (driver.c).  Both kernels go
  * through lk_launch (launch.cuh: programmatic dependent launch), waiting
- * before their first global access. */
+ * before their first global access.
+ *
+ * Under capture, up to SR_ONE_ROWS rows (a decode step's new k and v):
+ * one block checks the indices and, if all are good, scatters the rows
+ * itself, one kernel instead of two (every kernel of a decode step costs
+ * about a microsecond before it does any work: docs/bench.md). */
 #include "backends/cuda/model.cuh"
 
 namespace {
@@ -46,6 +51,41 @@ __global__ void __launch_bounds__(256)
     }
 }
 
+#define SR_ONE_ROWS 256 /* one thread a row for the later-equal test */
+
+__global__ void __launch_bounds__(SR_ONE_ROWS)
+    set_rows_one_kernel(lk_set_rows_args a, volatile long long *rec, int es)
+{
+    __shared__ unsigned char skip[SR_ONE_ROWS];
+    lk_pdl_wait();
+    lk_pdl_trigger();
+    const int32_t *idx = (const int32_t *)a.idx.data;
+    const int64_t rows = a.src.rows;
+    if (lk_index_first_bad(idx, a.idx.ld, rows, a.dst.rows, 2, rec) >= 0)
+        return; /* nothing written */
+    /* a row that a later row also names writes nothing: the last one wins */
+    const int r0 = threadIdx.x;
+    if (r0 < rows) {
+        const int32_t i = idx[r0 * a.idx.ld];
+        int later = 0;
+        for (int64_t s = r0 + 1; s < rows; s++)
+            later |= idx[s * a.idx.ld] == i;
+        skip[r0] = (unsigned char)later;
+    }
+    __syncthreads();
+    for (int64_t r = 0; r < rows; r++) {
+        if (skip[r])
+            continue;
+        const int64_t i = idx[r * a.idx.ld];
+        switch (es) {
+        case 1: copy_row<uint8_t>(a, r, i); break;
+        case 2: copy_row<uint16_t>(a, r, i); break;
+        case 4: copy_row<uint32_t>(a, r, i); break;
+        default: copy_row<unsigned long long>(a, r, i); break;
+        }
+    }
+}
+
 } // namespace
 
 extern "C" lk_status lk_cuda_set_rows(void *queue, const lk_set_rows_args *a)
@@ -55,10 +95,15 @@ extern "C" lk_status lk_cuda_set_rows(void *queue, const lk_set_rows_args *a)
         return op.status();
     if (a->src.rows > INT32_MAX)
         return op.fail(LK_ERR_UNSUPPORTED, "lk_set_rows: more than 2^31 - 1 rows on CUDA");
-    const long long *verdict = lk_index_check(op, a->idx, a->dst.rows, 2);
     /* the module does not link the core's lk_dtype_size */
     const int es = a->src.dtype == LK_I8 ? 1 : a->src.dtype == LK_I64 ? 8
                  : a->src.dtype == LK_F32 || a->src.dtype == LK_I32 ? 4 : 2;
+    if (a->src.rows <= SR_ONE_ROWS && lk_capturing(op)) {
+        lk_launch(set_rows_one_kernel, 1, SR_ONE_ROWS, 0, op.stream(), *a, lk_index_record(op),
+                  es);
+        return op.launched();
+    }
+    const long long *verdict = lk_index_check(op, a->idx, a->dst.rows, 2);
     lk_launch(set_rows_kernel, (unsigned)a->src.rows, 256, 0, op.stream(), *a, verdict, es);
     return op.launched();
 }
