@@ -260,7 +260,8 @@ static void test_variants(void)
     static const char *const kernels[] = {"128x128",         "64x64",         "128x128-generic",
                                           "64x64-generic",   "wgmma",         "wgmma-128x256",
                                           "wgmma-128x128",   "wgmma-128x64",  "wgmma-64x256",
-                                          "wgmma-64x128",    "wgmma-64x64",   "wgmma-128x192"};
+                                          "wgmma-64x128",    "wgmma-64x64",   "wgmma-128x192",
+                                          "wgmma-128x160",   "wgmma-128x80",  "wgmma-64x48"};
     enum { NK = sizeof kernels / sizeof kernels[0] };
     /* K tails inside a 16-k step, a 64-k slice and a 32-k stage; M and N
      * off every tile; a long K; batches (index 3 and 7) */

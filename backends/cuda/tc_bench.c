@@ -367,9 +367,9 @@ int main(int argc, char **argv)
         bench(8192, 8192, 8192, 0.85);
     bench(2048, 3072, 768, 0.8);
     /* BitNet b1.58 2B: hidden 2560, FFN 6912 */
-    static const int64_t nk[3][2] = {{2560, 2560}, {6912, 2560}, {2560, 6912}};
+    static const int64_t nk[4][2] = {{2560, 2560}, {6912, 2560}, {2560, 6912}, {640, 2560}};
     static const int64_t ms[4] = {128, 512, 1024, 2048};
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++)
             if (!quick || j == 1)
                 bench(ms[j], nk[i][0], nk[i][1], 0.8);

@@ -23,7 +23,7 @@
  *
  * LOCKSTEP_CUDA_TC_KERNEL=128x128, 64x64, 128x128-generic or
  * 64x64-generic forces an mma.sync variant, wgmma or wgmma-<bm>x<bn> (bm
- * 128: bn 256, 192, 128 or 64; bm 64: bn 256, 128 or 64) a wgmma one
+ * 128: bn 256, 192, 160, 128, 80 or 64; bm 64: bn 256, 128, 64 or 48) a wgmma one
  * (where it applies; mma.sync otherwise); tests use it to cover each
  * one. */
 #include <stdlib.h>
@@ -318,7 +318,8 @@ extern "C" lk_status lk_cuda_gemm_tc(void *queue, const lk_gemm_args *a)
         const char *x = force ? strchr(force, 'x') : NULL;
         const int bm = x && strncmp(force, "wgmma-64x", 9) == 0 ? 64 : 128;
         int bn = !x ? 0 : atoi(x + 1);
-        if (bn != 256 && bn != 128 && bn != 64 && (bn != 192 || bm != 128))
+        if (bn != 256 && bn != 128 && bn != 64 && ((bn != 192 && bn != 160 && bn != 80) || bm != 128) &&
+            (bn != 48 || bm != 64))
             bn = 0;
         if (lk_cuda_tc_wgmma(op.q, a, bm, bn))
             return op.launched();
