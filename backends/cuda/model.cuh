@@ -34,14 +34,14 @@ static __host__ __device__ __forceinline__ int64_t lk_md_at(const lk_tensor &t, 
 
 /* The ids of lk_embedding and the rows of lk_set_rows are read when a
  * captured graph runs, so the core cannot check them: one block finds the
- * first of the n indices (stride ld) outside [0, limit), leaves its row in
- * *verdict (-1: none) for the op's kernel, which then writes nothing, and
- * the first bad index of the queue in the pinned host record rec (rec[0]
- * = kind: 1 embedding, 2 set_rows), which the next lk_queue_sync reports
- * as LK_ERR_RANGE (driver.c).  Host and device share the record through
- * unified addressing. */
-/* The block's first of the n indices outside [0, limit), -1 if none; a
- * bad one goes to the record (thread 0).  Every thread of the block. */
+ * first of the n indices (stride ld) outside [0, limit) (-1: none; every
+ * thread of the block calls this and gets it), and thread 0 leaves the
+ * first bad index of the queue in the pinned host record rec (rec[0] =
+ * kind: 1 embedding, 2 set_rows), which the next lk_queue_sync reports as
+ * LK_ERR_RANGE (driver.c).  Host and device share the record through
+ * unified addressing.  The op's kernel then writes nothing: the check
+ * kernel below leaves its verdict in the workspace for it, or the op's
+ * own block checks first (set_rows.cu). */
 static __device__ long long lk_index_first_bad(const int32_t *idx, int64_t ld, int64_t n,
                                                int64_t limit, long long kind,
                                                volatile long long *rec)

@@ -28,6 +28,17 @@ __device__ __forceinline__ void copy_row(const lk_set_rows_args &a, int64_t r, i
         d[c] = s[c];
 }
 
+/* es: bytes per element */
+__device__ __forceinline__ void copy_row_es(const lk_set_rows_args &a, int64_t r, int64_t i, int es)
+{
+    switch (es) {
+    case 1: copy_row<uint8_t>(a, r, i); break;
+    case 2: copy_row<uint16_t>(a, r, i); break;
+    case 4: copy_row<uint32_t>(a, r, i); break;
+    default: copy_row<unsigned long long>(a, r, i); break;
+    }
+}
+
 __global__ void __launch_bounds__(256)
     set_rows_kernel(lk_set_rows_args a, const long long *verdict, int es)
 {
@@ -43,12 +54,7 @@ __global__ void __launch_bounds__(256)
         later |= idx[s * a.idx.ld] == i;
     if (__syncthreads_or(later))
         return;
-    switch (es) {
-    case 1: copy_row<uint8_t>(a, r, i); break;
-    case 2: copy_row<uint16_t>(a, r, i); break;
-    case 4: copy_row<uint32_t>(a, r, i); break;
-    default: copy_row<unsigned long long>(a, r, i); break;
-    }
+    copy_row_es(a, r, i, es);
 }
 
 #define SR_ONE_ROWS 256 /* one thread a row for the later-equal test */
@@ -73,17 +79,9 @@ __global__ void __launch_bounds__(SR_ONE_ROWS)
         skip[r0] = (unsigned char)later;
     }
     __syncthreads();
-    for (int64_t r = 0; r < rows; r++) {
-        if (skip[r])
-            continue;
-        const int64_t i = idx[r * a.idx.ld];
-        switch (es) {
-        case 1: copy_row<uint8_t>(a, r, i); break;
-        case 2: copy_row<uint16_t>(a, r, i); break;
-        case 4: copy_row<uint32_t>(a, r, i); break;
-        default: copy_row<unsigned long long>(a, r, i); break;
-        }
-    }
+    for (int64_t r = 0; r < rows; r++)
+        if (!skip[r])
+            copy_row_es(a, r, idx[r * a.idx.ld], es);
 }
 
 } // namespace
@@ -98,12 +96,15 @@ extern "C" lk_status lk_cuda_set_rows(void *queue, const lk_set_rows_args *a)
     /* the module does not link the core's lk_dtype_size */
     const int es = a->src.dtype == LK_I8 ? 1 : a->src.dtype == LK_I64 ? 8
                  : a->src.dtype == LK_F32 || a->src.dtype == LK_I32 ? 4 : 2;
-    if (a->src.rows <= SR_ONE_ROWS && lk_capturing(op)) {
-        lk_launch(set_rows_one_kernel, 1, SR_ONE_ROWS, 0, op.stream(), *a, lk_index_record(op),
-                  es);
-        return op.launched();
+    const long long *verdict = NULL; /* eagerly the core has checked */
+    if (lk_capturing(op)) {
+        if (a->src.rows <= SR_ONE_ROWS) {
+            lk_launch(set_rows_one_kernel, 1, SR_ONE_ROWS, 0, op.stream(), *a,
+                      lk_index_record(op), es);
+            return op.launched();
+        }
+        verdict = lk_index_check(op, a->idx, a->dst.rows, 2);
     }
-    const long long *verdict = lk_index_check(op, a->idx, a->dst.rows, 2);
     lk_launch(set_rows_kernel, (unsigned)a->src.rows, 256, 0, op.stream(), *a, verdict, es);
     return op.launched();
 }

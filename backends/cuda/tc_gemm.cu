@@ -314,13 +314,10 @@ extern "C" lk_status lk_cuda_gemm_tc(void *queue, const lk_gemm_args *a)
      * find it wrong: LOCKSTEP_CUDA_TC_KERNEL=wgmma still reaches it) */
     const bool want_wgmma = force && *force ? strncmp(force, "wgmma", 5) == 0 : LK_TC_WGMMA_AUTO;
     if (sm90 && want_wgmma) {
-        /* "wgmma-<bm>x<bn>" forces a tile */
+        /* "wgmma-<bm>x<bn>" forces a tile (one lk_cuda_tc_wgmma has) */
         const char *x = force ? strchr(force, 'x') : NULL;
         const int bm = x && strncmp(force, "wgmma-64x", 9) == 0 ? 64 : 128;
-        int bn = !x ? 0 : atoi(x + 1);
-        if (bn != 256 && bn != 128 && bn != 64 && ((bn != 192 && bn != 160 && bn != 80) || bm != 128) &&
-            (bn != 48 || bm != 64))
-            bn = 0;
+        const int bn = !x ? 0 : atoi(x + 1);
         if (lk_cuda_tc_wgmma(op.q, a, bm, bn))
             return op.launched();
     }

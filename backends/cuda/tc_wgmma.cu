@@ -1833,6 +1833,24 @@ bool wr_launch(const lk_cuda_device *dev, const lk_qgemm_args *q, const void *pr
 
 namespace {
 
+/* The tiles wg_dispatch launches, with what the chooser costs them: waves
+ * x (64-k slices x a block's time per slice + its time to store the
+ * tile).  A block is bound by its shared-memory loads (A + B rows per
+ * slice) more than by its MMAs, so the narrower tiles win where they give
+ * more blocks; ties go to the earlier.  Fitted (relative error, store >= 0)
+ * to lockstep-tc-bench's forced tiles on an H200, the BitNet shapes at
+ * M = 128, 512 and 2048 (docs/bench.md, twelfth round): within 14 %
+ * (64x256: 24 %), and the fastest tile on each of them. */
+struct wg_tile_cost {
+    int bm, bn;
+    double slice_us, store_us;
+};
+const wg_tile_cost wg_tiles[] = {{128, 256, 0.612, 6.1}, {128, 192, 0.474, 5.4},
+                                 {128, 160, 0.421, 4.0}, {128, 128, 0.388, 3.9},
+                                 {64, 256, 0.379, 4.5},  {128, 80, 0.312, 2.1},
+                                 {128, 64, 0.332, 1.7},  {64, 128, 0.341, 1.5},
+                                 {64, 64, 0.299, 1.0},   {64, 48, 0.278, 1.5}};
+
 template <lk_dtype D>
 bool wg_dispatch(const lk_cuda_device *dev, const lk_gemm_args *a, cudaStream_t st, int bm, int bn)
 {
@@ -1865,29 +1883,15 @@ bool lk_cuda_tc_wgmma(lk_cuda_queue *q, const lk_gemm_args *a, int bm, int bn)
     if (a->batch > 1 && (a->a.batch_stride % 8 || a->b.batch_stride % 8 ||
                          a->a.batch_stride <= 0 || a->b.batch_stride <= 0))
         return false;
-    if (bn == 0) {
-        /* the tile whose busiest SM finishes first: waves x (64-k slices x
-         * a block's time per slice + its time to store the tile), both
-         * measured on an H200 with lockstep-tc-bench's forced tiles
-         * (docs/bench.md): a block is bound by its shared-memory loads
-         * (A + B rows per slice) more than by its MMAs, so the narrower
-         * tiles win where they give more blocks; ties go to the earlier */
-        struct tile {
-            int bm, bn;
-            double slice_us, store_us;
-        };
-        /* fitted (relative error, store >= 0) to ten forced tiles on the
-         * BitNet shapes at M = 128, 512 and 2048 (docs/bench.md, twelfth
-         * round): within 14 % (64x256: 24 %), and the fastest tile on each */
-        static const tile tiles[] = {{128, 256, 0.612, 6.1}, {128, 192, 0.474, 5.4},
-                                     {128, 160, 0.421, 4.0}, {128, 128, 0.388, 3.9},
-                                     {64, 256, 0.379, 4.5},  {128, 80, 0.312, 2.1},
-                                     {128, 64, 0.332, 1.7},  {64, 128, 0.341, 1.5},
-                                     {64, 64, 0.299, 1.0},   {64, 48, 0.278, 1.5}};
+    bool known = false; /* a forced tile not in wg_tiles: chosen as for bn 0 */
+    for (const wg_tile_cost &t : wg_tiles)
+        known = known || (t.bm == bm && t.bn == bn);
+    if (!known) {
+        bn = 0;
         const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1;
         const double slices = (double)((a->k + WG_BK - 1) / WG_BK);
         double best = 0;
-        for (const tile &t : tiles) {
+        for (const wg_tile_cost &t : wg_tiles) {
             const int64_t n = (a->m + t.bm - 1) / t.bm * ((a->n + t.bn - 1) / t.bn) * a->batch;
             const double cost = (double)((n + sms - 1) / sms) * (slices * t.slice_us + t.store_us);
             if (bn == 0 || cost < best) {

@@ -6,8 +6,9 @@
 
 #include "backends/cuda/driver.h"
 
-/* Enqueue the tier's GEMM on wgmma with a bm x bn tile (bm 128: bn 256,
- * 192, 128 or 64; bm 64: bn 256, 128 or 64; bn 0: both chosen from the
+/* Enqueue the tier's GEMM on wgmma with a bm x bn tile (one of
+ * tc_wgmma.cu's wg_tiles: bm 128, bn 256, 192, 160, 128, 80 or 64; bm 64,
+ * bn 256, 128, 64 or 48; any other pair, bn 0 among them: chosen from the
  * shape) and return true; false, having enqueued nothing, when it does
  * not apply: not an sm_90 GPU, a module without sm_90a code, a layout
  * other than A M x K and B N x K with 16-byte aligned rows, or a tensor
