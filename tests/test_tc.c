@@ -261,7 +261,19 @@ static void test_variants(void)
                                           "64x64-generic",   "wgmma",         "wgmma-128x256",
                                           "wgmma-128x128",   "wgmma-128x64",  "wgmma-64x256",
                                           "wgmma-64x128",    "wgmma-64x64",   "wgmma-128x192",
-                                          "wgmma-128x160",   "wgmma-128x80",  "wgmma-64x48"};
+                                          "wgmma-128x160",   "wgmma-128x80",  "wgmma-64x48",
+                                          /* clusters of two sharing one operand's loads */
+                                          "wgmma-128x256c2", "wgmma-128x192c2", "wgmma-128x160c2",
+                                          "wgmma-128x128c2", "wgmma-128x80c2", "wgmma-128x64c2",
+                                          "wgmma-64x256c2",  "wgmma-64x128c2", "wgmma-64x64c2",
+                                          "wgmma-64x48c2",
+                                          /* 2 or 4 64-k slices a pipeline stage (K tails
+                                           * inside a stage's second slice, stages past K) */
+                                          "wgmma-128x256k2", "wgmma-128x80k2", "wgmma-64x48k2",
+                                          "wgmma-128x128k4", "wgmma-64x64k4",  "wgmma-64x48c2k4",
+                                          "wgmma-128x80c2k2",
+                                          /* the chosen tile's columns in two launches */
+                                          "wgmma-split", "wgmma-nosplit"};
     enum { NK = sizeof kernels / sizeof kernels[0] };
     /* K tails inside a 16-k step, a 64-k slice and a 32-k stage; M and N
      * off every tile; a long K; batches (index 3 and 7) */
@@ -269,8 +281,9 @@ static void test_variants(void)
                                         {130, 70, 1},  {33, 129, 15},   {200, 64, 48},
                                         {260, 264, 1000}, {136, 264, 72}, {96, 136, 2056},
                                         /* A M x K, B N x K only: more tiles than an
-                                         * H200 runs blocks at once, odd tile counts */
-                                        {2600, 2100, 16}, {1100, 2100, 200}};
+                                         * H200 runs blocks at once, odd tile counts;
+                                         * the last with bias, accumulate, 2 batches */
+                                        {2600, 2100, 16}, {1100, 2100, 200}, {1300, 1100, 72}};
     int bad[NK] = {0}, n = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int l = 0; l < 8; l++) {
@@ -279,8 +292,9 @@ static void test_variants(void)
                 continue;
             tc_case t = {l & 4 ? LK_F16 : LK_BF16, s == 2 ? LK_BF16 : LK_F32,
                          lay & 1 ? LK_TRANS : LK_NO_TRANS, lay & 2 ? LK_TRANS : LK_NO_TRANS,
-                         shapes[s][0], shapes[s][1], shapes[s][2], s == 3 ? 3 : s == 7 ? 2 : 1,
-                         s == 4 || s == 7, s == 5 || s == 6, (int)(s + (size_t)l) & 1,
+                         shapes[s][0], shapes[s][1], shapes[s][2],
+                         s == 3 ? 3 : s == 7 || s == 11 ? 2 : 1, s == 4 || s == 7 || s == 11,
+                         s == 5 || s == 6 || s == 11, (int)(s + (size_t)l) & 1,
                          NULL, NULL, NULL, NULL};
             case_fill(&t);
             void *g = malloc(out_bytes(&t)), *m = malloc(out_bytes(&t));

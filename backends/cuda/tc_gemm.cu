@@ -23,9 +23,12 @@
  *
  * LOCKSTEP_CUDA_TC_KERNEL=128x128, 64x64, 128x128-generic or
  * 64x64-generic forces an mma.sync variant, wgmma or wgmma-<bm>x<bn> (bm
- * 128: bn 256, 192, 160, 128, 80 or 64; bm 64: bn 256, 128, 64 or 48) a wgmma one
- * (where it applies; mma.sync otherwise); tests use it to cover each
- * one. */
+ * 128: bn 256, 192, 160, 128, 80 or 64; bm 64: bn 256, 128, 64 or 48; a
+ * suffix c2 runs it in clusters of two blocks that share one operand's
+ * loads, k2 or k4 with 2 or 4 64-k slices a pipeline stage), wgmma-split
+ * or wgmma-nosplit (the chosen tile, split into two launches by columns
+ * whenever its last wave is partial, or never) a wgmma one (where it applies; mma.sync otherwise); tests use it
+ * to cover each one. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -314,11 +317,20 @@ extern "C" lk_status lk_cuda_gemm_tc(void *queue, const lk_gemm_args *a)
      * find it wrong: LOCKSTEP_CUDA_TC_KERNEL=wgmma still reaches it) */
     const bool want_wgmma = force && *force ? strncmp(force, "wgmma", 5) == 0 : LK_TC_WGMMA_AUTO;
     if (sm90 && want_wgmma) {
-        /* "wgmma-<bm>x<bn>" forces a tile (one lk_cuda_tc_wgmma has) */
+        /* "wgmma-<bm>x<bn>" forces a tile (one lk_cuda_tc_wgmma has);
+         * suffixes c2 (clusters of two) and k2 or k4 (64-k slices a
+         * stage) */
         const char *x = force ? strchr(force, 'x') : NULL;
         const int bm = x && strncmp(force, "wgmma-64x", 9) == 0 ? 64 : 128;
         const int bn = !x ? 0 : atoi(x + 1);
-        if (lk_cuda_tc_wgmma(op.q, a, bm, bn))
+        const int cl = x && strstr(x, "c2") ? 2 : 1;
+        const int ks = x && strstr(x, "k4") ? 4 : x && strstr(x, "k2") ? 2 : 1;
+        /* "wgmma-split" / "wgmma-nosplit": the chosen tile, its columns
+         * split into two launches whenever the last wave is partial / never */
+        const int split = force && strcmp(force, "wgmma-split") == 0     ? 2
+                          : force && strcmp(force, "wgmma-nosplit") == 0 ? 0
+                                                                         : 1;
+        if (lk_cuda_tc_wgmma(op.q, a, bm, bn, cl, ks, split))
             return op.launched();
     }
     bool fast = tc_fast_ok(a);

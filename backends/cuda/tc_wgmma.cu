@@ -9,20 +9,22 @@
  * equal the mma.sync kernels' and backends/ref/mma_model.c's.
  *
  * A persistent grid (one block per SM at most) walks the BM x BN tiles
- * (128 x 256, 192, 128, 64 or 64 x 256, 128, chosen from the waves they
+ * (wg_tiles: 128 x 256 .. 64, 64 x 256 .. 48, chosen from the waves they
  * make and measured per-slice and store times) of every batch entry in a
  * grouped raster order.  A block: three warpgroups.
- * Warpgroup 0 is the producer: one thread streams 64-k slices of A (128
+ * Warpgroup 0 is the producer: one thread streams 64-k slices of A (BM
  * rows) and B (BN rows) with TMA (cp.async.bulk.tensor, 128-byte swizzle,
- * zero fill past M, N and K) into a STAGES-deep ring of shared-memory
- * buffers, each guarded by a "full" and an "empty" mbarrier.  Warpgroups 1
- * and 2 are the consumers, 64 rows each: per slice, four wgmma steps with
- * both operands read from shared memory through matrix descriptors, one
- * commit group per slice, and a buffer is handed back once the group that
- * read it has completed (wgmma.wait_group 1).  64 x BN tiles give skinny
- * M twice the tiles: both consumers take the 64 rows, each half of the
- * columns.  The producer runs on into the block's next tile while the
- * consumers store the last one.  Every
+ * zero fill past M, N and K), KS slices a stage, into a STAGES-deep ring
+ * of shared-memory buffers, each guarded by a "full" and an "empty"
+ * mbarrier.  Warpgroups 1 and 2 are the consumers, 64 rows each: per
+ * slice, four wgmma steps with both operands read from shared memory
+ * through matrix descriptors, one commit group per slice, and a stage is
+ * handed back once the group that read its last slice has completed
+ * (wgmma.wait_group 1).  64 x BN tiles give skinny M twice the tiles:
+ * both consumers take the 64 rows, each half of the columns.  Launched in
+ * clusters of two, neighbouring tiles share the loads of their common
+ * operand (TMA multicast, wg_unit).  The producer runs on into the
+ * block's next tile while the consumers store the last one.  Every
  * wait is bounded: a pipeline that stalls for 4 s traps (a launch
  * failure, not a hang).
  *
@@ -62,21 +64,40 @@ namespace {
 #endif
 
 /* BM 128: consumer c takes rows 64 c.., all BN columns; BM 64 (skinny M):
- * consumer c takes all 64 rows and columns c BN / 2.. */
-template <int BM, int BN> struct wg_cfg {
+ * consumer c takes all 64 rows and columns c BN / 2..  A stage holds KS
+ * 64-k slices (A then B of each): a block's ring delivers about one stage
+ * per L2 round trip however deep it is (an H200 probe: 370 ns a stage for
+ * 4 to 32 KiB, 2 to 12 stages), so narrow tiles stream faster with more
+ * bytes a stage. */
+/* as many stages as fit in 224 KiB (the opt-in limit is 227), at most 12 */
+constexpr int wg_stages(int bm, int bn, int ks)
+{
+    return 224 * 1024 / (ks * (bm + bn) * WG_BK * 2) > 12 ? 12
+                                                           : 224 * 1024 / (ks * (bm + bn) * WG_BK * 2);
+}
+
+template <int BM, int BN, int KS> struct wg_cfg {
     static constexpr int WN = BM == 128 ? BN : BN / 2; /* a consumer's wgmma N */
     static constexpr int A_BYTES = BM * WG_BK * 2;
     static constexpr int B_BYTES = BN * WG_BK * 2;
-    static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
-    /* as many stages as fit in 224 KiB (the opt-in limit is 227), at most 12 */
-    static constexpr int STAGES = 224 * 1024 / STAGE_BYTES > 12 ? 12 : 224 * 1024 / STAGE_BYTES;
+    static constexpr int SLICE_BYTES = A_BYTES + B_BYTES;
+    static constexpr int STAGE_BYTES = KS * SLICE_BYTES;
+    static constexpr int STAGES = wg_stages(BM, BN, KS);
     /* + 1024 to align the ring to the swizzle atom */
     static constexpr size_t SMEM = (size_t)STAGES * STAGE_BYTES + 1024;
 };
 
 struct wg_kargs {
     int64_t M, N, K, batch;
-    int64_t tiles_m, tiles_n; /* 128 x BN tiles of one batch entry */
+    /* the units a block (cl 1) or a cluster of two (cl 2) takes in turn,
+     * per batch entry: BM x BN tiles, or pairs of them (wg_unit) */
+    int64_t units_m, units_n;
+    int cl;
+    /* 1: the second launch of a split GEMM (lk_cuda_tc_wgmma): it reads
+     * only what the first launch's predecessors wrote, so it waits for the
+     * previous grid (the first launch) at its end instead of its start,
+     * and so completes after it */
+    int tail;
     lk_gemm_epi e;
 };
 
@@ -150,6 +171,44 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, i
                  " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
                  "l"(map), "r"(k), "r"(row), "r"(bat), "r"(bar)
                  : "memory");
+}
+
+/* The same box into dst of both blocks of a cluster of two, completing on
+ * the mbarrier at bar's offset in each (their shared-memory layouts are
+ * the same). */
+__device__ __forceinline__ void tma_load_pair(uint32_t dst, const CUtensorMap *map, int k, int row,
+                                              int bat, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(dst),
+                 "l"(map), "r"(k), "r"(row), "r"(bat), "r"(bar), "h"((unsigned short)3)
+                 : "memory");
+}
+
+/* An arrival on the mbarrier at bar's offset in block `rank` of the
+ * cluster, with the default (.release.cta) semantics, as CUTLASS's
+ * ClusterBarrier: what it orders is a consumer's completed wgmma reads
+ * before the producer's next TMA writes. */
+__device__ __forceinline__ void mbar_arrive_at(uint32_t bar, unsigned rank)
+{
+    asm volatile("{\n.reg .b32 r;\nmapa.shared::cluster.u32 r, %0, %1;\n"
+                 "mbarrier.arrive.shared::cluster.b64 _, [r];\n}\n" ::"r"(bar),
+                 "r"(rank)
+                 : "memory");
+}
+
+__device__ __forceinline__ unsigned cluster_rank()
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+
+/* Every thread of both blocks of a cluster (after divergent code: not .aligned). */
+__device__ __forceinline__ void wg_cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release;\n"
+                 "barrier.cluster.wait.acquire;\n" ::: "memory");
 }
 
 /* Shared-memory matrix descriptor of a k-contiguous tile with 128-byte
@@ -868,15 +927,51 @@ __device__ __forceinline__ void wq_store(const lk_qgemm_args &q, bool tr, int64_
 
 #endif /* LK_WG_BODY */
 
-template <lk_dtype D, int BM, int BN>
+#if LK_WG_BODY
+/* Unit u of a batch entry -> the first row and column of this block's
+ * tile.  Clusters of two (g.cl 2) take pairs of neighbouring tiles that
+ * share the wider operand: B (BN >= BM; rows m0 and m0 + BM, one n0) or
+ * A (columns n0 and n0 + BN); each block loads half of the shared one
+ * for both.  A tile of a pair past M or N is loaded as zeros, computed and
+ * not stored (wg_store's bounds), so both blocks run the same slices. */
+template <int BM, int BN>
+__device__ __forceinline__ void wg_unit(int64_t u, const wg_kargs &g, unsigned rank, int64_t &m0,
+                                        int64_t &n0)
+{
+    constexpr bool SHARE_B = BN >= BM;
+    const int um = SHARE_B ? g.cl * BM : BM, un = SHARE_B ? BN : g.cl * BN;
+    wg_tile(u, g.units_m, g.units_n, un, m0, n0, um);
+    if (SHARE_B)
+        m0 += rank * BM;
+    else
+        n0 += rank * BN;
+}
+
+/* A consumer warp is done with a stage: one arrival on its empty barrier
+ * in each block whose producer refills it (with cl 2 both, since either
+ * producer writes into both blocks). */
+__device__ __forceinline__ void wg_release(uint32_t empty, int cl, int lane)
+{
+    if (cl == 1) {
+        if (lane == 0)
+            mbar_arrive(empty);
+    } else if (lane < 2) {
+        mbar_arrive_at(empty, (unsigned)lane);
+    }
+}
+#endif /* LK_WG_BODY */
+
+template <lk_dtype D, int BM, int BN, int KS>
 __global__ void __launch_bounds__(WG_THREADS, 1)
     wg_gemm_kernel(const __grid_constant__ CUtensorMap amap,
                    const __grid_constant__ CUtensorMap bmap, const __grid_constant__ wg_kargs g)
 {
-    lk_pdl_wait();
+    if (!g.tail)
+        lk_pdl_wait();
     lk_pdl_trigger();
 #if LK_WG_BODY
-    typedef wg_cfg<BM, BN> C;
+    typedef wg_cfg<BM, BN, KS> C;
+    static_assert(C::STAGES >= 2, "a consumer holds one stage while it waits for the next");
     constexpr int WN = C::WN;
     constexpr int ACC = WN / 2; /* f32 accumulators per thread: 64 x WN over 128 threads */
     __shared__ __align__(8) uint64_t bars[2 * C::STAGES]; /* full[s], empty[s] */
@@ -885,41 +980,65 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     const uint32_t full0 = lk_smem_addr(&bars[0]), empty0 = lk_smem_addr(&bars[C::STAGES]);
 
     const int tid = threadIdx.x, wg = tid / 128;
+    const int cl = g.cl;
+    const unsigned rank = cl > 1 ? cluster_rank() : 0;
     if (tid == 0) {
         for (int s = 0; s < C::STAGES; s++) {
             mbar_init(full0 + 8 * s, 1);
-            mbar_init(empty0 + 8 * s, WG_CONSUMERS * 4); /* one arrival per consumer warp */
+            /* one arrival per consumer warp of each block of the cluster */
+            mbar_init(empty0 + 8 * s, WG_CONSUMERS * 4 * cl);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
+    if (cl > 1)
+        wg_cluster_sync(); /* the peer's barriers are set before its loads reach ours */
 
-    /* persistent: block b takes tiles b, b + grid, ... over all batch
-     * entries; the producer runs on into the next tile while the
-     * consumers store the last one */
-    const int64_t per_batch = g.tiles_m * g.tiles_n, total = per_batch * g.batch;
-    const int64_t ktiles = (g.K + WG_BK - 1) / WG_BK;
+    /* persistent: block (or cluster) u takes units u, u + units running,
+     * ... over all batch entries; the producer runs on into the next unit
+     * while the consumers store the last one */
+    const int64_t per_batch = g.units_m * g.units_n, total = per_batch * g.batch;
+    const int64_t first = blockIdx.x / cl, step = gridDim.x / cl;
+    const int64_t ktiles = (g.K + WG_BK - 1) / WG_BK, kstages = (ktiles + KS - 1) / KS;
 
     if (wg == 0) {
         /* producer: one thread; the warpgroup gives registers to the consumers */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
-            uint64_t it = 0; /* slices so far, over all of this block's tiles */
-            for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+            asm volatile("prefetch.tensormap [%0];\n" ::"l"(&amap) : "memory");
+            asm volatile("prefetch.tensormap [%0];\n" ::"l"(&bmap) : "memory");
+            uint64_t it = 0; /* stages so far, over all of this block's tiles */
+            for (int64_t t = first; t < total; t += step) {
                 const int64_t bat = t / per_batch;
                 int64_t m0, n0;
-                wg_tile(t % per_batch, g.tiles_m, g.tiles_n, BN, m0, n0, BM);
-                for (int64_t kt = 0; kt < ktiles; kt++, it++) {
+                wg_unit<BM, BN>(t % per_batch, g, rank, m0, n0);
+                for (int64_t ks = 0; ks < kstages; ks++, it++) {
                     const uint32_t s = (uint32_t)(it % C::STAGES);
                     const uint64_t round = it / C::STAGES;
                     if (round > 0)
                         mbar_wait(empty0 + 8 * s, (unsigned)((round - 1) & 1));
-                    const uint32_t a_dst = ring + s * C::STAGE_BYTES;
-                    const uint32_t b_dst = a_dst + C::A_BYTES;
-                    const int k = (int)(kt * WG_BK);
-                    mbar_expect_tx(full0 + 8 * s, C::STAGE_BYTES);
-                    tma_load(a_dst, &amap, k, (int)m0, (int)bat, full0 + 8 * s);
-                    tma_load(b_dst, &bmap, k, (int)n0, (int)bat, full0 + 8 * s);
+                    const uint32_t bar = full0 + 8 * s;
+                    mbar_expect_tx(bar, C::STAGE_BYTES);
+                    /* a slice wholly past K (the tile's last stage) is
+                     * zeros, its bytes counted all the same */
+#pragma unroll
+                    for (int j = 0; j < KS; j++) {
+                        const uint32_t a_dst = ring + s * C::STAGE_BYTES + j * C::SLICE_BYTES;
+                        const uint32_t b_dst = a_dst + C::A_BYTES;
+                        const int k = (int)((ks * KS + j) * WG_BK);
+                        if (cl == 1) {
+                            tma_load(a_dst, &amap, k, (int)m0, (int)bat, bar);
+                            tma_load(b_dst, &bmap, k, (int)n0, (int)bat, bar);
+                        } else if (BN >= BM) { /* B shared: this block's half for both */
+                            tma_load(a_dst, &amap, k, (int)m0, (int)bat, bar);
+                            tma_load_pair(b_dst + rank * (BN / 2) * 128, &bmap, k,
+                                          (int)(n0 + rank * (BN / 2)), (int)bat, bar);
+                        } else { /* A shared */
+                            tma_load_pair(a_dst + rank * (BM / 2) * 128, &amap, k,
+                                          (int)(m0 + rank * (BM / 2)), (int)bat, bar);
+                            tma_load(b_dst, &bmap, k, (int)n0, (int)bat, bar);
+                        }
+                    }
                 }
             }
         }
@@ -929,51 +1048,63 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
         const int c = wg - 1, lane = tid & 31, warp = (tid / 32) & 3;
         const int cm = BM == 128 ? 64 * c : 0, cn = BM == 128 ? 0 : WN * c;
-        uint64_t it = 0; /* slices so far, over all of this block's tiles */
-        for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+        uint64_t it = 0; /* stages so far, over all of this block's tiles */
+        for (int64_t t = first; t < total; t += step) {
             const int64_t bat = t / per_batch;
             int64_t m0, n0;
-            wg_tile(t % per_batch, g.tiles_m, g.tiles_n, BN, m0, n0, BM);
+            wg_unit<BM, BN>(t % per_batch, g, rank, m0, n0);
             float acc[ACC];
 #pragma unroll
             for (int i = 0; i < ACC; i++)
                 acc[i] = 0.0f;
             uint32_t prev = ~0u; /* the stage whose wgmma group may still be in flight */
-            for (int64_t kt = 0; kt < ktiles; kt++, it++) {
+            for (int64_t ks = 0; ks < kstages; ks++, it++) {
                 const uint32_t s = (uint32_t)(it % C::STAGES);
                 const uint64_t round = it / C::STAGES;
                 mbar_wait(full0 + 8 * s, (unsigned)(round & 1));
-                /* 128-byte rows, 8-row swizzle atoms of 1024 bytes */
-                const uint32_t a_src = ring + s * C::STAGE_BYTES + cm * 128;
-                const uint32_t b_src = ring + s * C::STAGE_BYTES + C::A_BYTES + cn * 128;
-                /* exactly ceil(K / 16) steps in all: the last slice has
-                 * ceil((K - 64 kt) / 16) (uniform over the block); each count
-                 * is its own straight fence..wait block, since ptxas injects
-                 * warpgroup arrives around wgmmas reached through a branch */
-                const int64_t left = g.K - kt * WG_BK;
-                if (left > 48)
-                    wg_slice<WN, D, 4>(acc, a_src, b_src);
-                else if (left > 32)
-                    wg_slice<WN, D, 3>(acc, a_src, b_src);
-                else if (left > 16)
-                    wg_slice<WN, D, 2>(acc, a_src, b_src);
-                else
-                    wg_slice<WN, D, 1>(acc, a_src, b_src);
-                if (prev != ~0u && lane == 0)
-                    mbar_arrive(empty0 + 8 * prev);
+                for (int j = 0; j < KS; j++) {
+                    const int64_t kt = ks * KS + j;
+                    if (kt >= ktiles)
+                        break;
+                    /* 128-byte rows, 8-row swizzle atoms of 1024 bytes */
+                    const uint32_t base = ring + s * C::STAGE_BYTES + j * C::SLICE_BYTES;
+                    const uint32_t a_src = base + cm * 128, b_src = base + C::A_BYTES + cn * 128;
+                    /* exactly ceil(K / 16) steps in all: the last slice has
+                     * ceil((K - 64 kt) / 16) (uniform over the block); each
+                     * count is its own straight fence..wait block, since
+                     * ptxas injects warpgroup arrives around wgmmas reached
+                     * through a branch */
+                    const int64_t left = g.K - kt * WG_BK;
+                    if (left > 48)
+                        wg_slice<WN, D, 4>(acc, a_src, b_src);
+                    else if (left > 32)
+                        wg_slice<WN, D, 3>(acc, a_src, b_src);
+                    else if (left > 16)
+                        wg_slice<WN, D, 2>(acc, a_src, b_src);
+                    else
+                        wg_slice<WN, D, 1>(acc, a_src, b_src);
+                    /* the group before this slice's has completed: with
+                     * it the previous stage's last */
+                    if (j == 0 && prev != ~0u)
+                        wg_release(empty0 + 8 * prev, cl, lane);
+                }
                 prev = s;
             }
             wg_wait<0>();
             wg_fence_regs(acc);
-            if (prev != ~0u && lane == 0)
-                mbar_arrive(empty0 + 8 * prev);
+            if (prev != ~0u)
+                wg_release(empty0 + 8 * prev, cl, lane);
 
             /* accumulator i: n8 block i / 4, row g (+ 8 for i % 4 >= 2), column 2 t + i % 2 */
             wg_store(g.e, bat, m0 + cm + warp * 16 + (lane >> 2), n0 + cn + (lane & 3) * 2, g.M,
                      g.N, acc);
         }
     }
+    if (cl > 1)
+        wg_cluster_sync(); /* no block leaves while its peer may still signal it */
 #endif
+    if (g.tail)
+        lk_pdl_wait();
 }
 
 /* The integer GEMMs (lk_ternary_gemm, lk_int8_gemm) on int8 wgmma: acc =
@@ -1607,11 +1738,47 @@ bool make_map(encode_fn enc, CUtensorMap *map, const void *base, int64_t rows, i
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <lk_dtype D, int BM, int BN>
-bool wg_launch(const lk_cuda_device *dev, const lk_gemm_args *a, cudaStream_t st)
+/* Clusters of two wg_gemm_kernel<D, BM, BN, KS> blocks the device holds at
+ * once (one block an SM; a cluster within one GPC), cached per device
+ * (ordinals 0..63); 0 where unknown or none. */
+template <lk_dtype D, int BM, int BN, int KS> int wg_pairs(const lk_cuda_device *dev)
 {
-    typedef wg_cfg<BM, BN> C;
-    auto kern = wg_gemm_kernel<D, BM, BN>;
+    static int cache[64]; /* 0: not asked, -1: none, else the count */
+    if (dev->ordinal < 0 || dev->ordinal >= 64)
+        return 0;
+    int v = __atomic_load_n(&cache[dev->ordinal], __ATOMIC_ACQUIRE);
+    if (v == 0) {
+        cudaLaunchAttribute attr[1] = {lk_cluster_attr(2)};
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(2);
+        cfg.blockDim = dim3(WG_THREADS);
+        cfg.dynamicSmemBytes = wg_cfg<BM, BN, KS>::SMEM;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        int n = 0;
+        if (cudaOccupancyMaxActiveClusters(&n, wg_gemm_kernel<D, BM, BN, KS>, &cfg) != cudaSuccess ||
+            n < 1)
+            n = -1;
+        (void)cudaGetLastError();
+        __atomic_store_n(&cache[dev->ordinal], n, __ATOMIC_RELEASE);
+        v = n;
+    }
+    return v < 0 ? 0 : v;
+}
+
+/* cl 2: clusters of two blocks sharing one operand's loads (wg_unit), or
+ * 1 where the device holds no such cluster. */
+template <lk_dtype D, int BM, int BN, int KS>
+bool wg_launch(const lk_cuda_device *dev, const lk_gemm_args *a, cudaStream_t st, int cl,
+               int tail)
+{
+    /* a consumer holds a stage until it has issued the next one's first
+     * slice: the ring needs two stages (else fewer slices a stage) */
+    if constexpr (wg_stages(BM, BN, KS) < 2) {
+        return wg_launch<D, BM, BN, KS / 2>(dev, a, st, cl, tail);
+    } else {
+    typedef wg_cfg<BM, BN, KS> C;
+    auto kern = wg_gemm_kernel<D, BM, BN, KS>;
     /* the image loaded for this device has the wgmma body (only it has
      * static shared memory: the mbarriers), and room for the ring; found
      * once per device (ordinals 0..63; others ask every time) */
@@ -1623,7 +1790,7 @@ bool wg_launch(const lk_cuda_device *dev, const lk_gemm_args *a, cudaStream_t st
         bool good = cudaFuncGetAttributes(&fa, kern) == cudaSuccess &&
                     fa.sharedSizeBytes >= 2 * C::STAGES * sizeof(uint64_t) &&
                     C::SMEM + fa.sharedSizeBytes <= dev->smem_optin &&
-                    lk_smem_optin<wg_gemm_kernel<D, BM, BN> >(dev->ordinal, C::SMEM) == cudaSuccess;
+                    lk_smem_optin<wg_gemm_kernel<D, BM, BN, KS> >(dev->ordinal, C::SMEM) == cudaSuccess;
         (void)cudaGetLastError();
         if (bit) {
             if (good)
@@ -1638,27 +1805,45 @@ bool wg_launch(const lk_cuda_device *dev, const lk_gemm_args *a, cudaStream_t st
     encode_fn enc = get_encode();
     if (!enc)
         return false;
-    if (a->k > 2147483647 - WG_BK || a->m > 2147483647 - WG_BM || a->n > 2147483647 - 256 ||
+    /* tile coordinates (a pair's second tile too) stay within int */
+    if (a->k > 2147483647 - WG_BK || a->m > 2147483647 - 2 * 256 || a->n > 2147483647 - 2 * 256 ||
         a->batch > 2147483647)
         return false;
+    const int pairs = cl > 1 ? wg_pairs<D, BM, BN, KS>(dev) : 0;
+    if (pairs == 0)
+        cl = 1;
+    /* with cl 2 each block loads half of the shared operand's rows */
+    constexpr bool SHARE_B = BN >= BM;
     CUtensorMap am, bm;
-    if (!make_map(enc, &am, a->a.data, a->m, a->k, a->a.ld, a->a.batch_stride, a->batch, BM) ||
-        !make_map(enc, &bm, a->b.data, a->n, a->k, a->b.ld, a->b.batch_stride, a->batch, BN))
+    if (!make_map(enc, &am, a->a.data, a->m, a->k, a->a.ld, a->a.batch_stride, a->batch,
+                  cl > 1 && !SHARE_B ? BM / 2 : BM) ||
+        !make_map(enc, &bm, a->b.data, a->n, a->k, a->b.ld, a->b.batch_stride, a->batch,
+                  cl > 1 && SHARE_B ? BN / 2 : BN))
         return false;
     wg_kargs g;
     g.M = a->m;
     g.N = a->n;
     g.K = a->k;
     g.batch = a->batch;
-    g.tiles_m = (a->m + BM - 1) / BM;
-    g.tiles_n = (a->n + BN - 1) / BN;
+    g.cl = cl;
+    g.tail = tail > 0;
+    g.units_m = (a->m + BM - 1) / BM;
+    g.units_n = (a->n + BN - 1) / BN;
+    if (cl > 1 && SHARE_B)
+        g.units_m = (g.units_m + 1) / 2;
+    else if (cl > 1)
+        g.units_n = (g.units_n + 1) / 2;
     g.e = lk_gemm_epi_make(a);
-    /* one block per SM (a block fills one), each taking tiles in turn */
-    const int64_t total = g.tiles_m * g.tiles_n * a->batch;
-    const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1;
-    const unsigned grid = (unsigned)(total < sms ? total : sms);
-    lk_launch(kern, grid, WG_THREADS, C::SMEM, st, am, bm, g);
+    /* one block per SM (a block fills one), each block or cluster taking
+     * units in turn */
+    const int64_t total = g.units_m * g.units_n * a->batch;
+    const int64_t slots = cl > 1 ? pairs : dev->sm_count > 0 ? dev->sm_count : 1;
+    const unsigned grid = (unsigned)((total < slots ? total : slots) * cl);
+    if (tail < 0) /* a dry run: it would launch */
+        return true;
+    lk_launch_cluster(kern, grid, WG_THREADS, C::SMEM, st, (unsigned)cl, am, bm, g);
     return true;
+    }
 }
 
 
@@ -1835,41 +2020,92 @@ namespace {
 
 /* The tiles wg_dispatch launches, with what the chooser costs them: waves
  * x (64-k slices x a block's time per slice + its time to store the
- * tile).  A block is bound by its shared-memory loads (A + B rows per
- * slice) more than by its MMAs, so the narrower tiles win where they give
- * more blocks; ties go to the earlier.  Fitted (relative error, store >= 0)
- * to lockstep-tc-bench's forced tiles on an H200, the BitNet shapes at
- * M = 128, 512 and 2048 (docs/bench.md, twelfth round): within 14 %
- * (64x256: 24 %), and the fastest tile on each of them. */
+ * tile), and the slices a pipeline stage the chooser gives each.  A block
+ * is bound by how fast its ring fills (one stage about every L2 round
+ * trip, so the narrow tiles take 2 or 4 slices a stage) more than by its
+ * MMAs, so the narrower tiles win where they give more blocks; ties go to
+ * the earlier.  Fitted (relative error, store >= 0) to lockstep-tc-bench's
+ * forced tiles on an H200, the BitNet shapes at M = 128 .. 2048, 4096³,
+ * 8192³ and 2048x3072x768 (docs/bench.md, thirteenth round): within 18 %,
+ * and on 17 of those 19 shapes the fastest tile or within 3 % of it. */
 struct wg_tile_cost {
-    int bm, bn;
+    int bm, bn, ks;
     double slice_us, store_us;
 };
-const wg_tile_cost wg_tiles[] = {{128, 256, 0.612, 6.1}, {128, 192, 0.474, 5.4},
-                                 {128, 160, 0.421, 4.0}, {128, 128, 0.388, 3.9},
-                                 {64, 256, 0.379, 4.5},  {128, 80, 0.312, 2.1},
-                                 {128, 64, 0.332, 1.7},  {64, 128, 0.341, 1.5},
-                                 {64, 64, 0.299, 1.0},   {64, 48, 0.278, 1.5}};
+const wg_tile_cost wg_tiles[] = {{128, 256, 1, 0.682, 3.2}, {128, 192, 1, 0.539, 3.3},
+                                 {128, 160, 1, 0.480, 2.8}, {128, 128, 2, 0.411, 2.6},
+                                 {64, 256, 1, 0.434, 3.6},  {128, 80, 2, 0.314, 1.9},
+                                 {128, 64, 2, 0.292, 1.5},  {64, 128, 2, 0.296, 1.3},
+                                 {64, 64, 4, 0.222, 1.8},   {64, 48, 4, 0.210, 1.7}};
 
-template <lk_dtype D>
-bool wg_dispatch(const lk_cuda_device *dev, const lk_gemm_args *a, cudaStream_t st, int bm, int bn)
+template <lk_dtype D, int KS>
+bool wg_dispatch(const lk_cuda_device *dev, const lk_gemm_args *a, cudaStream_t st, int bm, int bn,
+                 int cl, int tail)
 {
     if (bm == 64)
-        return bn == 256   ? wg_launch<D, 64, 256>(dev, a, st)
-               : bn == 128 ? wg_launch<D, 64, 128>(dev, a, st)
-               : bn == 48  ? wg_launch<D, 64, 48>(dev, a, st)
-                           : wg_launch<D, 64, 64>(dev, a, st);
-    return bn == 256   ? wg_launch<D, 128, 256>(dev, a, st)
-           : bn == 192 ? wg_launch<D, 128, 192>(dev, a, st)
-           : bn == 160 ? wg_launch<D, 128, 160>(dev, a, st)
-           : bn == 128 ? wg_launch<D, 128, 128>(dev, a, st)
-           : bn == 80  ? wg_launch<D, 128, 80>(dev, a, st)
-                       : wg_launch<D, 128, 64>(dev, a, st);
+        return bn == 256   ? wg_launch<D, 64, 256, KS>(dev, a, st, cl, tail)
+               : bn == 128 ? wg_launch<D, 64, 128, KS>(dev, a, st, cl, tail)
+               : bn == 48  ? wg_launch<D, 64, 48, KS>(dev, a, st, cl, tail)
+                           : wg_launch<D, 64, 64, KS>(dev, a, st, cl, tail);
+    return bn == 256   ? wg_launch<D, 128, 256, KS>(dev, a, st, cl, tail)
+           : bn == 192 ? wg_launch<D, 128, 192, KS>(dev, a, st, cl, tail)
+           : bn == 160 ? wg_launch<D, 128, 160, KS>(dev, a, st, cl, tail)
+           : bn == 128 ? wg_launch<D, 128, 128, KS>(dev, a, st, cl, tail)
+           : bn == 80  ? wg_launch<D, 128, 80, KS>(dev, a, st, cl, tail)
+                       : wg_launch<D, 128, 64, KS>(dev, a, st, cl, tail);
+}
+
+template <lk_dtype D>
+bool wg_dispatch(const lk_cuda_device *dev, const lk_gemm_args *a, cudaStream_t st, int bm, int bn,
+                 int cl, int ks, int tail)
+{
+    return ks == 4   ? wg_dispatch<D, 4>(dev, a, st, bm, bn, cl, tail)
+           : ks == 2 ? wg_dispatch<D, 2>(dev, a, st, bm, bn, cl, tail)
+                     : wg_dispatch<D, 1>(dev, a, st, bm, bn, cl, tail);
+}
+
+/* The tile the cost model picks for an M x N x K GEMM of `batch` entries,
+ * its waves, one tile's time and the whole cost (us, model units). */
+struct wg_pick {
+    int bm, bn, ks;
+    int64_t waves;
+    double tile_us, cost;
+};
+
+wg_pick wg_choose(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t sms)
+{
+    const double slices = (double)((k + WG_BK - 1) / WG_BK);
+    wg_pick p = {0, 0, 1, 0, 0.0, 0.0};
+    for (const wg_tile_cost &t : wg_tiles) {
+        const int64_t tiles = (m + t.bm - 1) / t.bm * ((n + t.bn - 1) / t.bn) * batch;
+        const int64_t waves = (tiles + sms - 1) / sms;
+        const double tile_us = slices * t.slice_us + t.store_us;
+        if (p.bn == 0 || (double)waves * tile_us < p.cost)
+            p = {t.bm, t.bn, t.ks, waves, tile_us, (double)waves * tile_us};
+    }
+    return p;
+}
+
+/* Many waves of the largest tile: pairs that share B's loads, which
+ * relieve L2 (8192³: 5 % faster; 4096³, 4 waves: within 2 % either way,
+ * so not there). */
+int wg_clusters(int bm, int bn, int64_t waves)
+{
+    return bm == 128 && bn == 256 && waves >= 8 ? 2 : 1;
+}
+
+/* tail: 0, 1 (wg_kargs.tail) or -1: check that it would launch, launch nothing */
+bool wg_go(const lk_cuda_device *dev, const lk_gemm_args *a, cudaStream_t st, int bm, int bn,
+           int cl, int ks, int tail)
+{
+    return a->a.dtype == LK_BF16 ? wg_dispatch<LK_BF16>(dev, a, st, bm, bn, cl, ks, tail)
+                                 : wg_dispatch<LK_F16>(dev, a, st, bm, bn, cl, ks, tail);
 }
 
 } // namespace
 
-bool lk_cuda_tc_wgmma(lk_cuda_queue *q, const lk_gemm_args *a, int bm, int bn)
+bool lk_cuda_tc_wgmma(lk_cuda_queue *q, const lk_gemm_args *a, int bm, int bn, int cl, int ks,
+                      int split)
 {
     const lk_cuda_device *dev = q->dev;
     if (dev->cc_major != 9 || dev->cc_minor != 0)
@@ -1886,23 +2122,42 @@ bool lk_cuda_tc_wgmma(lk_cuda_queue *q, const lk_gemm_args *a, int bm, int bn)
     bool known = false; /* a forced tile not in wg_tiles: chosen as for bn 0 */
     for (const wg_tile_cost &t : wg_tiles)
         known = known || (t.bm == bm && t.bn == bn);
-    if (!known) {
-        bn = 0;
-        const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1;
-        const double slices = (double)((a->k + WG_BK - 1) / WG_BK);
-        double best = 0;
-        for (const wg_tile_cost &t : wg_tiles) {
-            const int64_t n = (a->m + t.bm - 1) / t.bm * ((a->n + t.bn - 1) / t.bn) * a->batch;
-            const double cost = (double)((n + sms - 1) / sms) * (slices * t.slice_us + t.store_us);
-            if (bn == 0 || cost < best) {
-                best = cost;
-                bm = t.bm;
-                bn = t.bn;
-            }
+    if (known)
+        return wg_go(dev, a, q->stream, bm, bn, cl, ks, 0);
+    const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1;
+    const wg_pick p = wg_choose(a->m, a->n, a->k, a->batch, sms);
+    /* The last wave of tiles may leave most SMs idle (2048 x 6912: 432
+     * tiles of 128 x 256 are 3.3 waves of 132).  Split the columns: the
+     * first launch takes whole waves (or a little less) of this tile, the
+     * second the other columns with the tile chosen for them, its blocks
+     * taking the SMs the first one's leave (wg_kargs.tail).  Taken where
+     * the cost model gives it 5 % (split 2: whenever there is a last
+     * wave; 0: never).  Every element still has its one MMA chain. */
+    const int64_t tm = (a->m + p.bm - 1) / p.bm * a->batch;
+    const int64_t tn = (a->n + p.bn - 1) / p.bn;
+    const int64_t c1 = p.waves > 1 ? (p.waves - 1) * sms / tm : 0; /* columns of tiles, first launch */
+    if (split != 0 && c1 >= 1 && c1 < tn) {
+        lk_gemm_args r1 = *a, r2 = *a;
+        const int64_t n1 = c1 * p.bn;
+        r1.n = n1;
+        r2.n = a->n - n1;
+        r2.b.data = (char *)a->b.data + n1 * a->b.ld * (int64_t)lk_dtype_size(a->b.dtype);
+        r2.c.data = (char *)a->c.data + n1 * (int64_t)lk_dtype_size(a->c.dtype);
+        if (a->bias.data)
+            r2.bias.data = (char *)a->bias.data + n1 * (int64_t)lk_dtype_size(a->bias.dtype);
+        const wg_pick p2 = wg_choose(r2.m, r2.n, r2.k, r2.batch, sms);
+        const double first = (double)((tm * c1 + sms - 1) / sms) * p.tile_us;
+        /* the second launch is tried dry first: once the first is
+         * enqueued, a refusal would leave half a GEMM done */
+        if ((split == 2 || first + p2.cost < 0.95 * p.cost) &&
+            wg_go(dev, &r2, q->stream, p2.bm, p2.bn, 1, p2.ks, -1)) {
+            const int64_t w1 = (tm * c1 + sms - 1) / sms;
+            if (!wg_go(dev, &r1, q->stream, p.bm, p.bn, wg_clusters(p.bm, p.bn, w1), p.ks, 0))
+                return false;
+            return wg_go(dev, &r2, q->stream, p2.bm, p2.bn, 1, p2.ks, 1);
         }
     }
-    return a->a.dtype == LK_BF16 ? wg_dispatch<LK_BF16>(dev, a, q->stream, bm, bn)
-                                 : wg_dispatch<LK_F16>(dev, a, q->stream, bm, bn);
+    return wg_go(dev, a, q->stream, p.bm, p.bn, wg_clusters(p.bm, p.bn, p.waves), p.ks, 0);
 }
 
 bool lk_cuda_tc_wgmma_qgemm(lk_cuda_queue *queue, const lk_qgemm_args *a, bool t2, int bn)

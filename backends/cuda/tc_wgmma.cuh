@@ -8,12 +8,18 @@
 
 /* Enqueue the tier's GEMM on wgmma with a bm x bn tile (one of
  * tc_wgmma.cu's wg_tiles: bm 128, bn 256, 192, 160, 128, 80 or 64; bm 64,
- * bn 256, 128, 64 or 48; any other pair, bn 0 among them: chosen from the
- * shape) and return true; false, having enqueued nothing, when it does
+ * bn 256, 128, 64 or 48; any other pair, bn 0 among them: tile and cl
+ * chosen from the shape), in clusters of cl (1 or 2: two blocks share the
+ * loads of one operand; 1 where the device holds no such cluster), ks
+ * (1, 2 or 4) 64-k slices a pipeline stage (the same bits whatever cl and
+ * ks); a tile chosen from the shape may be split into two launches by
+ * columns (split 1: where the cost model gains from it, 2: whenever the
+ * last wave of tiles is partial, 0: never) and return true; false, having enqueued nothing, when it does
  * not apply: not an sm_90 GPU, a module without sm_90a code, a layout
  * other than A M x K and B N x K with 16-byte aligned rows, or a tensor
  * map the driver refuses. */
-bool lk_cuda_tc_wgmma(lk_cuda_queue *q, const lk_gemm_args *a, int bm, int bn);
+bool lk_cuda_tc_wgmma(lk_cuda_queue *q, const lk_gemm_args *a, int bm, int bn, int cl, int ks,
+                      int split);
 
 /* Enqueue lk_ternary_gemm (t2) or lk_int8_gemm (!t2) on int8 wgmma with a
  * 128 x bn tile (bn 256, 128 or 64, 0: chosen from the shape; exact int32
