@@ -1841,7 +1841,12 @@ bool wg_launch(const lk_cuda_device *dev, const lk_gemm_args *a, cudaStream_t st
     const unsigned grid = (unsigned)((total < slots ? total : slots) * cl);
     if (tail < 0) /* a dry run: it would launch */
         return true;
-    lk_launch_cluster(kern, grid, WG_THREADS, C::SMEM, st, (unsigned)cl, am, bm, g);
+    if (lk_launch_cluster(kern, grid, WG_THREADS, C::SMEM, st, (unsigned)cl, am, bm, g) !=
+            cudaSuccess &&
+        cl > 1) {
+        (void)cudaGetLastError(); /* a cluster the device could not place: single blocks */
+        return wg_launch<D, BM, BN, KS>(dev, a, st, 1, tail);
+    }
     return true;
     }
 }
