@@ -76,6 +76,12 @@ constexpr int wg_stages(int bm, int bn, int ks)
                                                            : 224 * 1024 / (ks * (bm + bn) * WG_BK * 2);
 }
 
+/* A cluster of two shares B's loads when B is the wider operand, else A's. */
+__host__ __device__ constexpr bool wg_shares_b(int bm, int bn)
+{
+    return bn >= bm;
+}
+
 template <int BM, int BN, int KS> struct wg_cfg {
     static constexpr int WN = BM == 128 ? BN : BN / 2; /* a consumer's wgmma N */
     static constexpr int A_BYTES = BM * WG_BK * 2;
@@ -930,15 +936,15 @@ __device__ __forceinline__ void wq_store(const lk_qgemm_args &q, bool tr, int64_
 #if LK_WG_BODY
 /* Unit u of a batch entry -> the first row and column of this block's
  * tile.  Clusters of two (g.cl 2) take pairs of neighbouring tiles that
- * share the wider operand: B (BN >= BM; rows m0 and m0 + BM, one n0) or
- * A (columns n0 and n0 + BN); each block loads half of the shared one
+ * share the wider operand (wg_shares_b): B (rows m0 and m0 + BM, one n0)
+ * or A (columns n0 and n0 + BN); each block loads half of the shared one
  * for both.  A tile of a pair past M or N is loaded as zeros, computed and
  * not stored (wg_store's bounds), so both blocks run the same slices. */
 template <int BM, int BN>
 __device__ __forceinline__ void wg_unit(int64_t u, const wg_kargs &g, unsigned rank, int64_t &m0,
                                         int64_t &n0)
 {
-    constexpr bool SHARE_B = BN >= BM;
+    constexpr bool SHARE_B = wg_shares_b(BM, BN);
     const int um = SHARE_B ? g.cl * BM : BM, un = SHARE_B ? BN : g.cl * BN;
     wg_tile(u, g.units_m, g.units_n, un, m0, n0, um);
     if (SHARE_B)
@@ -1029,7 +1035,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                         if (cl == 1) {
                             tma_load(a_dst, &amap, k, (int)m0, (int)bat, bar);
                             tma_load(b_dst, &bmap, k, (int)n0, (int)bat, bar);
-                        } else if (BN >= BM) { /* B shared: this block's half for both */
+                        } else if (wg_shares_b(BM, BN)) { /* this block's half of B for both */
                             tma_load(a_dst, &amap, k, (int)m0, (int)bat, bar);
                             tma_load_pair(b_dst + rank * (BN / 2) * 128, &bmap, k,
                                           (int)(n0 + rank * (BN / 2)), (int)bat, bar);
@@ -1738,32 +1744,41 @@ bool make_map(encode_fn enc, CUtensorMap *map, const void *base, int64_t rows, i
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* Clusters of two wg_gemm_kernel<D, BM, BN, KS> blocks the device holds at
- * once (one block an SM; a cluster within one GPC), cached per device
- * (ordinals 0..63); 0 where unknown or none. */
-template <lk_dtype D, int BM, int BN, int KS> int wg_pairs(const lk_cuda_device *dev)
+/* Clusters of n blocks of kernel (WG_THREADS threads, smem bytes of
+ * dynamic shared memory) the device holds at once, asked once and kept in
+ * *slot (0: not asked, -1: none, else the count); 0 where none. */
+template <typename... P>
+int wg_max_clusters(void (*kernel)(P...), size_t smem, unsigned n, int *slot)
 {
-    static int cache[64]; /* 0: not asked, -1: none, else the count */
-    if (dev->ordinal < 0 || dev->ordinal >= 64)
-        return 0;
-    int v = __atomic_load_n(&cache[dev->ordinal], __ATOMIC_ACQUIRE);
+    int v = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
     if (v == 0) {
-        cudaLaunchAttribute attr[1] = {lk_cluster_attr(2)};
+        cudaLaunchAttribute attr[1] = {lk_cluster_attr(n)};
         cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(2);
+        cfg.gridDim = dim3(n);
         cfg.blockDim = dim3(WG_THREADS);
-        cfg.dynamicSmemBytes = wg_cfg<BM, BN, KS>::SMEM;
+        cfg.dynamicSmemBytes = smem;
         cfg.attrs = attr;
         cfg.numAttrs = 1;
-        int n = 0;
-        if (cudaOccupancyMaxActiveClusters(&n, wg_gemm_kernel<D, BM, BN, KS>, &cfg) != cudaSuccess ||
-            n < 1)
-            n = -1;
+        int c = 0;
+        if (cudaOccupancyMaxActiveClusters(&c, kernel, &cfg) != cudaSuccess || c < 1)
+            c = -1;
         (void)cudaGetLastError();
-        __atomic_store_n(&cache[dev->ordinal], n, __ATOMIC_RELEASE);
-        v = n;
+        __atomic_store_n(slot, c, __ATOMIC_RELEASE);
+        v = c;
     }
     return v < 0 ? 0 : v;
+}
+
+/* Clusters of two wg_gemm_kernel<D, BM, BN, KS> blocks the device holds at
+ * once (one block an SM; a cluster within one GPC), per device (ordinals
+ * 0..63); 0 where unknown or none. */
+template <lk_dtype D, int BM, int BN, int KS> int wg_pairs(const lk_cuda_device *dev)
+{
+    static int cache[64];
+    if (dev->ordinal < 0 || dev->ordinal >= 64)
+        return 0;
+    return wg_max_clusters(wg_gemm_kernel<D, BM, BN, KS>, wg_cfg<BM, BN, KS>::SMEM, 2,
+                           &cache[dev->ordinal]);
 }
 
 /* cl 2: clusters of two blocks sharing one operand's loads (wg_unit), or
@@ -1813,7 +1828,7 @@ bool wg_launch(const lk_cuda_device *dev, const lk_gemm_args *a, cudaStream_t st
     if (pairs == 0)
         cl = 1;
     /* with cl 2 each block loads half of the shared operand's rows */
-    constexpr bool SHARE_B = BN >= BM;
+    constexpr bool SHARE_B = wg_shares_b(BM, BN);
     CUtensorMap am, bm;
     if (!make_map(enc, &am, a->a.data, a->m, a->k, a->a.ld, a->a.batch_stride, a->batch,
                   cl > 1 && !SHARE_B ? BM / 2 : BM) ||
@@ -1949,27 +1964,12 @@ template <int BX, bool PRE> bool wr_ready(const lk_cuda_device *dev)
  * unknown. */
 template <int BX, bool PRE> int wr_clusters(const lk_cuda_device *dev, int split)
 {
-    static int cache[64][9]; /* 0: not asked, -1: none, else the count */
+    static int cache[64][9];
     if (dev->ordinal < 0 || dev->ordinal >= 64 || split < 2 || split > 8 ||
         !wr_ready<BX, PRE>(dev))
         return 0;
-    int v = __atomic_load_n(&cache[dev->ordinal][split], __ATOMIC_ACQUIRE);
-    if (v == 0) {
-        cudaLaunchAttribute attr[1] = {lk_cluster_attr((unsigned)split)};
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3((unsigned)split);
-        cfg.blockDim = dim3(WG_THREADS);
-        cfg.dynamicSmemBytes = wr_cfg<BX>::SMEM;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        int n = 0;
-        if (cudaOccupancyMaxActiveClusters(&n, wr_kernel<BX, PRE>, &cfg) != cudaSuccess || n < 1)
-            n = -1;
-        (void)cudaGetLastError();
-        __atomic_store_n(&cache[dev->ordinal][split], n, __ATOMIC_RELEASE);
-        v = n;
-    }
-    return v < 0 ? 0 : v;
+    return wg_max_clusters(wr_kernel<BX, PRE>, wr_cfg<BX>::SMEM, (unsigned)split,
+                           &cache[dev->ordinal][split]);
 }
 
 /* pre: the codes in wr_pre_kernel's layout (q->w then only gives N and K),
@@ -2151,12 +2151,11 @@ bool lk_cuda_tc_wgmma(lk_cuda_queue *q, const lk_gemm_args *a, int bm, int bn, i
         if (a->bias.data)
             r2.bias.data = (char *)a->bias.data + n1 * (int64_t)lk_dtype_size(a->bias.dtype);
         const wg_pick p2 = wg_choose(r2.m, r2.n, r2.k, r2.batch, sms);
-        const double first = (double)((tm * c1 + sms - 1) / sms) * p.tile_us;
+        const int64_t w1 = (tm * c1 + sms - 1) / sms; /* the first launch's waves */
         /* the second launch is tried dry first: once the first is
          * enqueued, a refusal would leave half a GEMM done */
-        if ((split == 2 || first + p2.cost < 0.95 * p.cost) &&
+        if ((split == 2 || (double)w1 * p.tile_us + p2.cost < 0.95 * p.cost) &&
             wg_go(dev, &r2, q->stream, p2.bm, p2.bn, 1, p2.ks, -1)) {
-            const int64_t w1 = (tm * c1 + sms - 1) / sms;
             if (!wg_go(dev, &r1, q->stream, p.bm, p.bn, wg_clusters(p.bm, p.bn, w1), p.ks, 0))
                 return false;
             return wg_go(dev, &r2, q->stream, p2.bm, p2.bn, 1, p2.ks, 1);
