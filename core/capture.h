@@ -41,7 +41,8 @@
     X(rmsnorm_quantize, lk_norm_quant_args)                                             \
     X(set_rows, lk_set_rows_args)                                                       \
     X(glu, lk_glu_args)                                                                 \
-    X(rmsnorm_ternary_linear, lk_norm_linear_args)
+    X(rmsnorm_ternary_linear, lk_norm_linear_args)                                     \
+    X(bitnet_decode, lk_bitnet_args)
 
 #define LK_KSLOT_ENUM_(slot, type) LK_KSLOT_##slot,
 typedef enum lk_kslot {
@@ -75,6 +76,11 @@ int lk_capture_on_device(const lk_queue *q);
  * capture; fn names the op in messages. */
 lk_status lk_capture_record(lk_queue *q, const char *fn, lk_kslot slot, const void *args,
                             size_t size);
+/* lk_capture_record for args that point to host memory of their own
+ * (lk_bitnet_args' layers): the record owns `owned` from this call on and
+ * frees it with the capture or the graph; on failure it is freed here. */
+lk_status lk_capture_record_owned(lk_queue *q, const char *fn, lk_kslot slot, const void *args,
+                                  size_t size, void *owned);
 lk_status lk_capture_memcpy(lk_queue *q, void *dst, const void *src, size_t bytes,
                             lk_copy_kind kind);
 /* A call ran its kernel inside a native capture: count it. */

@@ -22,6 +22,8 @@
 struct lk_rec {
     lk_kslot slot;
     const char *fn; /* the op's name, for messages */
+    void *owned;    /* host memory the args point to (lk_bitnet_args' layers: the
+                       caller's are gone when the graph runs), freed with the record */
     union {
         LK_KSLOTS(LK_KSLOT_MEMBER_)
         struct {
@@ -42,11 +44,18 @@ struct lk_graph {
     int64_t nops;
 };
 
+static void lk_recs_free(lk_rec *recs, size_t n)
+{
+    for (size_t i = 0; recs && i < n; i++)
+        free(recs[i].owned);
+    free(recs);
+}
+
 static void lk_capture_free(lk_capture *c)
 {
     if (!c)
         return;
-    free(c->recs);
+    lk_recs_free(c->recs, c->n);
     free(c);
 }
 
@@ -70,27 +79,40 @@ static lk_rec *lk_capture_push(lk_queue *q, const char *fn)
     return r;
 }
 
-lk_status lk_capture_record(lk_queue *q, const char *fn, lk_kslot slot, const void *args,
-                            size_t size)
+lk_status lk_capture_record_owned(lk_queue *q, const char *fn, lk_kslot slot, const void *args,
+                                  size_t size, void *owned)
 {
     /* Refused on every device alike: the check of the values has to
      * return before anything is written, which a graph cannot do. */
-    if (slot == LK_KSLOT_ternary_pack)
+    if (slot == LK_KSLOT_ternary_pack) {
+        free(owned);
         return lk_error(LK_ERR_UNSUPPORTED,
                         "%s: cannot be captured in a graph (it reads the values back to "
                         "refuse a bad one before writing); the capture goes on without it",
                         fn);
+    }
     lk_rec *r = lk_capture_push(q, fn);
-    if (!r)
+    if (!r) {
+        free(owned);
         return LK_ERR_OUT_OF_MEMORY;
-    if (size > sizeof r->u)
+    }
+    if (size > sizeof r->u) {
+        free(owned);
         return lk_error(LK_ERR_INTERNAL, "%s: args of %zu bytes do not fit a record", fn, size);
+    }
     r->slot = slot;
+    r->owned = owned;
     memcpy(&r->u, args, size);
     q->cap->n++;
     q->cap->nops++;
     lk_error_clear();
     return LK_OK;
+}
+
+lk_status lk_capture_record(lk_queue *q, const char *fn, lk_kslot slot, const void *args,
+                            size_t size)
+{
+    return lk_capture_record_owned(q, fn, slot, args, size, NULL);
 }
 
 lk_status lk_capture_memcpy(lk_queue *q, void *dst, const void *src, size_t bytes,
@@ -291,6 +313,16 @@ static lk_status lk_replay(lk_graph *g, lk_queue *q)
             if (st != LK_OK)
                 return st;
         }
+        if (r->slot == LK_KSLOT_bitnet_decode && r->u.bitnet_decode.n_layers > 0) {
+            st = lk_index_check("lk_bitnet_decode (in a graph)", "pos", q,
+                                &r->u.bitnet_decode.pos, r->u.bitnet_decode.ctx);
+            if (st == LK_ERR_RANGE) {
+                lk_set_pending(q, st);
+                continue;
+            }
+            if (st != LK_OK)
+                return st;
+        }
         lk_error_clear();
         st = lk_replay_one(q, r);
         if (st != LK_OK) {
@@ -394,7 +426,7 @@ LK_API void lk_graph_destroy(lk_graph *g)
     if (g->native)
         g->dev->iface->graph_destroy(g->dev->state, g->native);
     g->origin->ngraphs--;
-    free(g->recs);
+    lk_recs_free(g->recs, g->n);
     free(g);
     lk_fpenv_leave(&fe);
 }

@@ -74,6 +74,12 @@ lk_status lk_v_supported(lk_validator *v, lk_op op, const char *opname, int has_
 /* A kernel's status, with a message when it failed without one. */
 lk_status lk_v_result(lk_validator *v, lk_status st);
 
+/* weights.c: lk_bitnet_decode's check of one projection's handle (given,
+ * LK_T2, prepared on the validator's device, exactly n x k) and the
+ * kernel's view of it (the prepared object, or the core's copy). */
+lk_status lk_weights_bitnet(lk_validator *v, const char *name, const lk_weights *w, int64_t n,
+                            int64_t k, lk_bitnet_weight_args *out);
+
 /* Common tail of every op: ask the device, skip an empty call, run the
  * kernel with the canonical FP environment -- or, on a queue that records
  * a graph on the host, record the call (core/capture.h). */

@@ -398,3 +398,35 @@ LK_API lk_status lk_rmsnorm_ternary_linear(lk_queue *q, const lk_tensor *x,
         return LK_OK;
     return lk_nl_step(&v, LK_KSLOT_ternary_gemm, &g, sizeof g);
 }
+
+/* lk_bitnet_decode (core/ops_bitnet.c): one projection's handle, checked
+ * as lk_ternary_linear checks it plus its exact N x K, and what the
+ * driver's kernel needs of it (the prepared object, or the copy and its
+ * scale for ternary_gemm). */
+lk_status lk_weights_bitnet(lk_validator *v, const char *name, const lk_weights *w, int64_t n,
+                            int64_t k, lk_bitnet_weight_args *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!w)
+        return lk_error(LK_ERR_NULL_POINTER, "%s: %s is NULL", v->fn, name);
+    if (w->dtype != LK_T2)
+        return lk_error(LK_ERR_BAD_DTYPE, "%s: %s: holds %s weights (want t2)", v->fn, name,
+                        lk_dtype_name(w->dtype));
+    if (w->dev != v->dev)
+        return lk_error(LK_ERR_WRONG_DEVICE,
+                        "%s: %s: prepared on device %s, the queue runs on %s", v->fn, name,
+                        w->dev->props.name, v->dev->props.name);
+    if (w->n != n || w->k != k)
+        return lk_error(LK_ERR_BAD_SHAPE, "%s: %s: %lld x %lld weights, want %lld x %lld", v->fn,
+                        name, (long long)w->n, (long long)w->k, (long long)n, (long long)k);
+    if (k > LK_TERNARY_MAX_K)
+        return lk_error(LK_ERR_RANGE,
+                        "%s: %s: K (%lld) > %lld: the exact int32 accumulation could overflow",
+                        v->fn, name, (long long)k, (long long)LK_TERNARY_MAX_K);
+    out->prepared = w->prepared;
+    if (!w->prepared) {
+        out->w = w->w;
+        out->w_scale = w->w_scale;
+    }
+    return LK_OK;
+}

@@ -10,5 +10,6 @@ lockstepinc_HEADERS = \
 	include/lockstep/driver.h \
 	include/lockstep/info.h \
 	include/lockstep/weights.h \
-	include/lockstep/graph.h
+	include/lockstep/graph.h \
+	include/lockstep/bitnet.h
 nodist_lockstepinc_HEADERS = include/lockstep/version.h

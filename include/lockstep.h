@@ -14,5 +14,6 @@
 #include <lockstep/info.h>
 #include <lockstep/weights.h>
 #include <lockstep/graph.h>
+#include <lockstep/bitnet.h>
 
 #endif

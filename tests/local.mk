@@ -144,3 +144,10 @@ tests_test_stream_LDADD = liblockstep.la
 check_PROGRAMS += tests/test_graph
 TESTS += tests/test_graph
 tests_test_graph_LDADD = liblockstep.la
+
+# lk_bitnet_decode is the composition of its ops bit for bit on every
+# device (random small models over several steps, edge rows, batch
+# invariance), in graphs too; its argument errors write nothing.
+check_PROGRAMS += tests/test_bitnet
+TESTS += tests/test_bitnet
+tests_test_bitnet_LDADD = liblockstep.la

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/bitnet.h"
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/threads.h"
@@ -84,6 +85,13 @@ static lk_status lk_cpu_queue_sync(void *queue)
     return LK_OK;
 }
 
+/* lk_bitnet_decode: the composition on this variant's own kernels (host
+ * memory: the cache rows are computed here), each on the queue's threads. */
+static lk_status lk_cpu_bitnet_decode(void *queue, const lk_bitnet_args *a)
+{
+    return lk_bitnet_compose(&((lk_cpu_queue *)queue)->dev->iface.kernels, queue, a, 0);
+}
+
 static void lk_cpu_add(lk_cpu_state *s, const char *name, lk_cpu_isa isa, int emulated,
                        int priority)
 {
@@ -95,6 +103,7 @@ static void lk_cpu_add(lk_cpu_state *s, const char *name, lk_cpu_isa isa, int em
     d->iface.queue_destroy = lk_cpu_queue_destroy;
     d->iface.queue_sync = lk_cpu_queue_sync;
     lk_cpu_variant_kernels(isa, emulated, &d->iface.kernels);
+    d->iface.kernels.bitnet_decode = lk_cpu_bitnet_decode;
     d->isa = isa;
     d->emulated = emulated;
     d->priority = priority;

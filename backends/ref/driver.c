@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/bitnet.h"
 #include "backends/ref/ref.h"
 
 /* The kernels of the driver ABI take a queue; the reference needs none. */
@@ -40,6 +41,15 @@ LK_REF_ADAPT(embedding, lk_embedding_args)
 LK_REF_ADAPT(rmsnorm_quantize, lk_norm_quant_args)
 LK_REF_ADAPT(set_rows, lk_set_rows_args)
 LK_REF_ADAPT(glu, lk_glu_args)
+
+static const lk_device_iface lk_ref_iface;
+
+/* lk_bitnet_decode: the composition on the reference kernels (host
+ * memory: the cache rows are computed here). */
+static lk_status lk_ref_q_bitnet_decode(void *queue, const lk_bitnet_args *a)
+{
+    return lk_bitnet_compose(&lk_ref_iface.kernels, queue, a, 0);
+}
 
 static void lk_ref_props(void *dev, lk_device_props *p)
 {
@@ -82,6 +92,7 @@ static const lk_device_iface lk_ref_iface = {
         .rmsnorm_quantize = lk_ref_q_rmsnorm_quantize,
         .set_rows = lk_ref_q_set_rows,
         .glu = lk_ref_q_glu,
+        .bitnet_decode = lk_ref_q_bitnet_decode,
     },
 };
 

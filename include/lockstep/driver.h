@@ -58,6 +58,7 @@ typedef enum lk_op {
     LK_OP_SET_ROWS,
     LK_OP_GLU,
     LK_OP_RMSNORM_TERNARY_LINEAR,
+    LK_OP_BITNET_DECODE,
     LK_OP_COUNT_ /* not an op */
 } lk_op;
 
@@ -168,6 +169,35 @@ typedef struct lk_norm_linear_args {
     lk_linear_args lin;
 } lk_norm_linear_args;
 
+/* bitnet_decode (include/lockstep/bitnet.h).  One ternary projection:
+ * the device's prepared object, or (prepared NULL) the core's copy of the
+ * weights in the interchange layout with its scale, for ternary_gemm. */
+typedef struct lk_bitnet_weight_args {
+    const void *prepared;
+    lk_tensor w, w_scale;
+} lk_bitnet_weight_args;
+
+typedef struct lk_bitnet_layer_args {
+    lk_bitnet_weight_args qkv, o, gate_up, down;
+    lk_tensor attn_norm, attn_sub_norm, ffn_norm, ffn_sub_norm; /* f32; data NULL: none */
+    lk_tensor kv;        /* f32, >= batch ctx rows x 2 n_kv head_dim */
+} lk_bitnet_layer_args;
+
+typedef struct lk_bitnet_args {
+    int64_t batch, dim, n_head, n_kv, head_dim, ffn, ctx, n_layers;
+    float eps, theta, attn_scale;
+    unsigned rope_flags;
+    const lk_bitnet_layer_args *layers; /* n_layers of them; the core owns them */
+    lk_tensor x, pos;    /* f32 batch x dim (in and out); LK_I32 batch x 1 */
+    /* lk_bitnet_decode_scratch() bytes of the queue's device, laid out as
+     * backends/bitnet.h says; positions are checked in [0, ctx) by the
+     * core before the kernel runs, except under capture (queue_capturing):
+     * then the kernel checks them, writes nothing when one is outside, and
+     * queue_sync reports it (LK_ERR_RANGE) */
+    void *scratch;
+    size_t scratch_bytes;
+} lk_bitnet_args;
+
 typedef struct lk_kernels {
     lk_status (*gemm)(void *queue, const lk_gemm_args *args);
     lk_status (*reduce)(void *queue, const lk_reduce_args *args);
@@ -207,6 +237,9 @@ typedef struct lk_kernels {
     /* lk_rmsnorm_ternary_linear: NULL means the core runs rmsnorm_quantize
      * then ternary_linear (or its own fallback without ternary_linear). */
     lk_status (*rmsnorm_ternary_linear)(void *queue, const lk_norm_linear_args *args);
+    /* lk_bitnet_decode: NULL means LK_ERR_UNSUPPORTED.  backends/bitnet.c's
+     * lk_bitnet_compose runs the composition on any kernel table. */
+    lk_status (*bitnet_decode)(void *queue, const lk_bitnet_args *args);
 } lk_kernels;
 
 typedef struct lk_device_iface {

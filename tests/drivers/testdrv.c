@@ -404,6 +404,7 @@ static const char *const op_names[LK_OP_COUNT_] = {
     [LK_OP_SET_ROWS] = "set_rows",
     [LK_OP_GLU] = "glu",
     [LK_OP_RMSNORM_TERNARY_LINEAR] = "rmsnorm_ternary_linear",
+    [LK_OP_BITNET_DECODE] = "bitnet_decode",
 };
 
 static lk_op op_from_env(const char *var)
