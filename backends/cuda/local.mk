@@ -20,7 +20,8 @@ lk_cuda_headers = \
 	backends/cuda/tc_ptx.cuh \
 	backends/cuda/tc_ternary.cuh \
 	backends/cuda/tc_wgmma.cuh \
-	backends/cuda/linear.cuh
+	backends/cuda/linear.cuh \
+	backends/cuda/mbarrier.cuh
 
 lk_cuda_kernels = \
 	backends/cuda/gemm.cu \

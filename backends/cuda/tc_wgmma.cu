@@ -40,6 +40,7 @@
 #include <cuda.h>
 
 #include "backends/cuda/gemm.cuh"
+#include "backends/cuda/mbarrier.cuh"
 #include "backends/cuda/qgemm.cuh"
 #include "backends/cuda/tc_ptx.cuh"
 #include "backends/cuda/tc_wgmma.cuh"
@@ -56,12 +57,6 @@ namespace {
 #define WG_BK 64 /* one 128-byte swizzle row of bf16 / f16 */
 #define WG_CONSUMERS 2
 #define WG_THREADS (128 * (WG_CONSUMERS + 1))
-#ifndef WG_STALL_NS
-/* A pipeline wait this long (4 s) traps: a hang becomes an error.  Builds
- * for compute-sanitizer, whose instrumentation can slow a wait past it,
- * raise it (-DWG_STALL_NS=..., e.g. in scripts/gpu-check.sh's ARCH). */
-#define WG_STALL_NS 4000000000ull
-#endif
 
 /* BM 128: consumer c takes rows 64 c.., all BN columns; BM 64 (skinny M):
  * consumer c takes all 64 rows and columns c BN / 2..  A stage holds KS
@@ -120,55 +115,6 @@ __host__ __device__ __forceinline__ void wg_tile(int64_t tile, int64_t tiles_m, 
 }
 
 #if LK_WG_BODY
-__device__ __forceinline__ void mbar_init(uint32_t bar, unsigned count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
-}
-
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, unsigned bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
-                 "r"(bytes)
-                 : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(uint32_t bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-
-__device__ __forceinline__ uint64_t global_ns()
-{
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
-    return t;
-}
-
-/* Wait for the completion of the phase of the given parity; a wait of
- * more than WG_STALL_NS traps. */
-__device__ __forceinline__ void mbar_wait(uint32_t bar, unsigned parity)
-{
-    uint64_t t0 = 0;
-    for (unsigned i = 1;; i++) {
-        unsigned done;
-        asm volatile("{\n.reg .pred p;\n"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-        if (done)
-            return;
-        if (i % 256 == 0) {
-            const uint64_t t = global_ns();
-            if (t0 == 0)
-                t0 = t;
-            else if (t - t0 > WG_STALL_NS)
-                __trap();
-        }
-    }
-}
-
 /* One TMA box {64 k, rows, 1 batch} at (k, row, batch) into dst. */
 __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, int k, int row,
                                          int bat, uint32_t bar)
@@ -960,7 +906,7 @@ __device__ __forceinline__ void wg_release(uint32_t empty, int cl, int lane)
 {
     if (cl == 1) {
         if (lane == 0)
-            mbar_arrive(empty);
+            lk_mbar_arrive(empty);
     } else if (lane < 2) {
         mbar_arrive_at(empty, (unsigned)lane);
     }
@@ -990,9 +936,9 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     const unsigned rank = cl > 1 ? cluster_rank() : 0;
     if (tid == 0) {
         for (int s = 0; s < C::STAGES; s++) {
-            mbar_init(full0 + 8 * s, 1);
+            lk_mbar_init(full0 + 8 * s, 1);
             /* one arrival per consumer warp of each block of the cluster */
-            mbar_init(empty0 + 8 * s, WG_CONSUMERS * 4 * cl);
+            lk_mbar_init(empty0 + 8 * s, WG_CONSUMERS * 4 * cl);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -1022,9 +968,9 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                     const uint32_t s = (uint32_t)(it % C::STAGES);
                     const uint64_t round = it / C::STAGES;
                     if (round > 0)
-                        mbar_wait(empty0 + 8 * s, (unsigned)((round - 1) & 1));
+                        lk_mbar_wait(empty0 + 8 * s, (unsigned)((round - 1) & 1));
                     const uint32_t bar = full0 + 8 * s;
-                    mbar_expect_tx(bar, C::STAGE_BYTES);
+                    lk_mbar_expect_tx(bar, C::STAGE_BYTES);
                     /* a slice wholly past K (the tile's last stage) is
                      * zeros, its bytes counted all the same */
 #pragma unroll
@@ -1067,7 +1013,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             for (int64_t ks = 0; ks < kstages; ks++, it++) {
                 const uint32_t s = (uint32_t)(it % C::STAGES);
                 const uint64_t round = it / C::STAGES;
-                mbar_wait(full0 + 8 * s, (unsigned)(round & 1));
+                lk_mbar_wait(full0 + 8 * s, (unsigned)(round & 1));
                 for (int j = 0; j < KS; j++) {
                     const int64_t kt = ks * KS + j;
                     if (kt >= ktiles)
@@ -1171,9 +1117,9 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     const int tid = threadIdx.x, wg = tid / 128;
     if (tid == 0) {
         for (int s = 0; s < C::STAGES; s++) {
-            mbar_init(loaded0 + 8 * s, 1);
-            mbar_init(decoded0 + 8 * s, WQ_DECODERS);
-            mbar_init(empty0 + 8 * s, WG_CONSUMERS * 4); /* one arrival per consumer warp */
+            lk_mbar_init(loaded0 + 8 * s, 1);
+            lk_mbar_init(decoded0 + 8 * s, WQ_DECODERS);
+            lk_mbar_init(empty0 + 8 * s, WG_CONSUMERS * 4); /* one arrival per consumer warp */
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -1196,10 +1142,10 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                 wg_tile(tile, g.tiles_m, g.tiles_n, BN, m0, n0);
                 for (int64_t kt = 0; kt < ktiles; kt++) {
                     if (used)
-                        mbar_wait(empty0 + 8 * s, ph ^ 1u);
+                        lk_mbar_wait(empty0 + 8 * s, ph ^ 1u);
                     const uint32_t a_dst = ring + s * C::STAGE_BYTES;
                     const uint32_t b_dst = a_dst + C::A_BYTES, p_dst = b_dst + C::B_BYTES;
-                    mbar_expect_tx(loaded0 + 8 * s, C::A_BYTES + (T2 ? C::P_BYTES : C::B_BYTES));
+                    lk_mbar_expect_tx(loaded0 + 8 * s, C::A_BYTES + (T2 ? C::P_BYTES : C::B_BYTES));
                     tma_load_2d(a_dst, &xmap, (int)(kt * WQ_BK), (int)m0, loaded0 + 8 * s);
                     if (T2)
                         tma_load_2d(p_dst, &wmap, (int)(kt * (WQ_BK / 4)), (int)n0,
@@ -1218,7 +1164,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             uint32_t s = 0, ph = 0;
             for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x)
                 for (int64_t kt = 0; kt < ktiles; kt++) {
-                    mbar_wait(loaded0 + 8 * s, ph);
+                    lk_mbar_wait(loaded0 + 8 * s, ph);
                     unsigned char *const bt = gring + s * C::STAGE_BYTES + C::A_BYTES;
                     const unsigned char *const pk = bt + C::B_BYTES;
                     /* item i: half h of row n's 32 code bytes, 16 bytes =
@@ -1238,7 +1184,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                         }
                     }
                     fence_proxy_async();
-                    mbar_arrive(decoded0 + 8 * s);
+                    lk_mbar_arrive(decoded0 + 8 * s);
                     if (++s == C::STAGES) {
                         s = 0;
                         ph ^= 1u;
@@ -1265,9 +1211,9 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             acc[i] = 0;
         uint32_t prev = ~0u; /* the stage whose wgmma group may still be in flight */
         for (int64_t kt = 0; kt < ktiles; kt++) {
-            mbar_wait(loaded0 + 8 * s, ph);
+            lk_mbar_wait(loaded0 + 8 * s, ph);
             if (T2)
-                mbar_wait(decoded0 + 8 * s, ph);
+                lk_mbar_wait(decoded0 + 8 * s, ph);
             const uint32_t a_src = ring + s * C::STAGE_BYTES + c * 64 * WQ_BK;
             const uint32_t b_src = ring + s * C::STAGE_BYTES + C::A_BYTES;
             wg_fence_regs(acc);
@@ -1281,7 +1227,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             wg_wait<1>(); /* the previous slice's group has completed */
             wg_fence_regs(acc);
             if (prev != ~0u && lane == 0)
-                mbar_arrive(empty0 + 8 * prev);
+                lk_mbar_arrive(empty0 + 8 * prev);
             prev = s;
             if (++s == C::STAGES) {
                 s = 0;
@@ -1291,7 +1237,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         wg_wait<0>();
         wg_fence_regs(acc);
         if (prev != ~0u && lane == 0)
-            mbar_arrive(empty0 + 8 * prev);
+            lk_mbar_arrive(empty0 + 8 * prev);
 
         /* accumulator i: n8 block i / 4, row g (+ 8 for i % 4 >= 2),
          * column 2 t + i % 2; the thread's two x scales loaded once */
@@ -1552,8 +1498,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     const int tid = threadIdx.x, wg = tid / 128;
     if (tid == 0) {
         for (int s = 0; s < C::STAGES; s++) {
-            mbar_init(loaded0 + 8 * s, 1);
-            mbar_init(empty0 + 8 * s, WG_CONSUMERS * 4); /* one arrival per consumer warp */
+            lk_mbar_init(loaded0 + 8 * s, 1);
+            lk_mbar_init(empty0 + 8 * s, WG_CONSUMERS * 4); /* one arrival per consumer warp */
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -1576,10 +1522,10 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                 wg_tile(tile, g.tiles_m, g.tiles_n, BX, w0, x0);
                 for (int64_t kt = klo; kt < khi; kt++) {
                     if (used)
-                        mbar_wait(empty0 + 8 * s, ph ^ 1u);
+                        lk_mbar_wait(empty0 + 8 * s, ph ^ 1u);
                     const uint32_t x_dst = ring + s * C::STAGE_BYTES;
                     const uint32_t p_dst = x_dst + C::X_BYTES;
-                    mbar_expect_tx(loaded0 + 8 * s, C::STAGE_BYTES);
+                    lk_mbar_expect_tx(loaded0 + 8 * s, C::STAGE_BYTES);
                     tma_load_2d(x_dst, &xmap, (int)(kt * WQ_BK), (int)x0, loaded0 + 8 * s);
                     if (PRE) /* wr_pre_kernel's slices, a tile's in K order: 16 rows of 256 */
                         tma_load_2d(p_dst, &wmap, 0, (int)(((w0 / WG_BM) * g.ktiles + kt) * 16),
@@ -1621,7 +1567,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             const bool two = kt + 1 < khi;
             const uint32_t s0 = s, s1 = s + 1 == C::STAGES ? 0 : s + 1;
             const uint32_t ph1 = s + 1 == C::STAGES ? ph ^ 1u : ph;
-            mbar_wait(loaded0 + 8 * s0, ph);
+            lk_mbar_wait(loaded0 + 8 * s0, ph);
             wr_fence_regs(fa);
             if (PRE)
                 wr_decode_pre(gring + s0 * C::STAGE_BYTES + C::X_BYTES + (tid - 128) * 16, fa);
@@ -1629,7 +1575,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                 wr_decode(gring + s0 * C::STAGE_BYTES + C::X_BYTES + prow * 32, t, fa);
             wr_fence_regs(fb);
             if (two) {
-                mbar_wait(loaded0 + 8 * s1, ph1);
+                lk_mbar_wait(loaded0 + 8 * s1, ph1);
                 if (PRE)
                     wr_decode_pre(gring + s1 * C::STAGE_BYTES + C::X_BYTES + (tid - 128) * 16,
                                   fb);
@@ -1662,9 +1608,9 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             wr_fence_regs(fa);
             wr_fence_regs(fb);
             if (lane == 0) {
-                mbar_arrive(empty0 + 8 * s0);
+                lk_mbar_arrive(empty0 + 8 * s0);
                 if (two)
-                    mbar_arrive(empty0 + 8 * s1);
+                    lk_mbar_arrive(empty0 + 8 * s1);
             }
             s = two ? s1 : s0;
             ph = two ? ph1 : ph;
