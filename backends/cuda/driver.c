@@ -345,7 +345,11 @@ static lk_status lk_cuda_queue_sync(void *queue)
     if (rec[0]) {
         long long kind = rec[0], row = rec[1], id = rec[2], vocab = rec[3];
         rec[0] = 0;
-        if (kind == 2)
+        if (kind == 3)
+            q->dev->host->set_error("lk_bitnet_decode (in a graph): pos[%lld] = %lld is outside "
+                                    "[0, %lld): that call wrote nothing",
+                                    row, id, vocab);
+        else if (kind == 2)
             q->dev->host->set_error("lk_set_rows (in a graph): idx[%lld] = %lld is outside "
                                     "[0, %lld): that scatter wrote nothing",
                                     row, id, vocab);
@@ -499,6 +503,7 @@ static const lk_device_iface lk_cuda_iface = {
         .rmsnorm_quantize = lk_cuda_rmsnorm_quantize,
         .set_rows = lk_cuda_set_rows,
         .glu = lk_cuda_glu,
+        .bitnet_decode = lk_cuda_bitnet_decode,
     },
     .capture_begin = lk_cuda_capture_begin,
     .capture_end = lk_cuda_capture_end,
@@ -506,6 +511,12 @@ static const lk_device_iface lk_cuda_iface = {
     .graph_destroy = lk_cuda_graph_destroy,
     .queue_capturing = lk_cuda_queue_capturing,
 };
+
+/* The kernel table, for lk_bitnet_decode's composition (bitnet.cu). */
+const lk_kernels *lk_cuda_kernel_table(void)
+{
+    return &lk_cuda_iface.kernels;
+}
 
 static lk_status lk_cuda_device_open(void *state, int index, const lk_device_iface **iface,
                                      void **out)
@@ -568,6 +579,8 @@ static lk_status lk_cuda_device_open(void *state, int index, const lk_device_ifa
         st = lk_cuda_setup_kernels(dev);
         if (st == LK_OK)
             st = lk_cuda_linear_setup(dev);
+        if (st == LK_OK)
+            st = lk_cuda_bitnet_setup(dev);
         lk_cuda_leave(&sc);
     }
     if (st != LK_OK) {

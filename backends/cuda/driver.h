@@ -32,7 +32,8 @@
 #define LK_CUDA_HOST_SCRATCH 64
 /* where in them an lk_embedding run inside a graph records the first bad
  * id (four int64: set, row, id, vocab; embedding.cu), for queue_sync; an
- * lk_set_rows records its bad index there too, with set = 2 (set_rows.cu) */
+ * lk_set_rows records its bad index there too, with set = 2 (set_rows.cu),
+ * and lk_bitnet_decode its bad position with set = 3 (bitnet.cu) */
 #define LK_CUDA_EMB_ERR_OFFSET 32
 
 typedef struct lk_cuda_driver {
@@ -120,6 +121,12 @@ lk_status lk_cuda_linear(void *queue, const lk_linear_args *a);
 lk_status lk_cuda_ternary_linear(void *queue, const lk_linear_args *a); /* ternary.cu */
 /* at device open: the linear kernels' shared memory opt-in */
 lk_status lk_cuda_linear_setup(lk_cuda_device *dev);
+/* lk_bitnet_decode (bitnet.cu): the fused kernel, or the composition of
+ * the kernels below (lk_cuda_kernel_table, driver.c); its setup at device
+ * open finds whether this build and GPU have the fused kernel */
+lk_status lk_cuda_bitnet_decode(void *queue, const lk_bitnet_args *a);
+lk_status lk_cuda_bitnet_setup(lk_cuda_device *dev);
+const lk_kernels *lk_cuda_kernel_table(void);
 
 #ifdef __cplusplus
 }

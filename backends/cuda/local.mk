@@ -44,15 +44,16 @@ lk_cuda_kernels = \
 	backends/cuda/embedding.cu \
 	backends/cuda/set_rows.cu \
 	backends/cuda/weights.cu \
-	backends/cuda/linear.cu
+	backends/cuda/linear.cu \
+	backends/cuda/bitnet.cu
 
 EXTRA_DIST += build-aux/nvcc-wrapper.sh backends/cuda/README.md
 
 if LK_HAVE_CUDA
 driver_LTLIBRARIES += backends/cuda/lockstep-cuda.la
 endif
-backends_cuda_lockstep_cuda_la_SOURCES = backends/cuda/driver.c $(lk_cuda_headers) \
-	$(lk_cuda_kernels)
+backends_cuda_lockstep_cuda_la_SOURCES = backends/cuda/driver.c backends/bitnet.c \
+	$(lk_cuda_headers) $(lk_cuda_kernels)
 backends_cuda_lockstep_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 backends_cuda_lockstep_cuda_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
 	-no-undefined -export-symbols-regex '^lockstep_driver_entry$$'
@@ -72,7 +73,7 @@ lk_nvcc_compile = $(LIBTOOL) $(AM_V_lt) --tag=CC --mode=compile \
 	$(AM_V_NVCC)$(MKDIR_P) $(@D) && $(lk_nvcc_compile) -c -o $@ $<
 
 $(lk_cuda_kernels:.cu=.lo): $(lk_cuda_headers) backends/contract.h backends/scalar.h \
-	backends/transcendental.h backends/rope.h \
+	backends/transcendental.h backends/rope.h backends/bitnet.h \
 	include/lockstep/driver.h
 
 # CUDA-specific tests (graph capture, adopted streams, the kernels' own
