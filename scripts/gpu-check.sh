@@ -22,6 +22,11 @@
 #   profile     Nsight Compute on a few kernels of lockstep-cuda-bench (ncu)
 #   pdl         lockstep demo on cuda:0 alone, LOCKSTEP_CUDA_PDL=0 then 1, twice
 #               each (PDL_DEMO_ARGS): what programmatic dependent launch gives
+#   layers      lockstep demo on cuda:0 at 30 layers, the layers of a decode
+#               step op by op and as one lk_bitnet_decode call (--layers-op),
+#               twice each, beside the copy bandwidth and issue 7's target
+#               (the weights streamed at 60 % of it; LAYERS_DEMO_ARGS,
+#               LAYERS_REPS)
 #   layerprof   Nsight Compute durations (ncu locks the clocks) of every kernel of
 #               one decode step of a 1-layer demo model, eager (layerprof.log)
 #
@@ -353,6 +358,37 @@ stage_pdl() {
   fi
 }
 
+stage_layers() {
+  t0=$(now)
+  : > "$OUT/layers.log"
+  st=0
+  ( cd "$B" && LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" \
+      ./backends/cuda/lockstep-cuda-bench --only none-but-the-copy ) >> "$OUT/layers.log" 2>&1
+  for rep in $(seq "${LAYERS_REPS:-2}"); do
+    for mode in ops --layers-op; do
+      echo "== demo $mode (run $rep)" >> "$OUT/layers.log"
+      flag=""
+      test "$mode" = ops || flag=$mode
+      # shellcheck disable=SC2086 # LAYERS_DEMO_ARGS is a list of words
+      ( cd "$B" && LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" timeout "$TIMEOUT" \
+          ./tools/lockstep demo ${LAYERS_DEMO_ARGS:---device cuda:0 --layers 30 --steps 32} \
+          $flag ) >> "$OUT/layers.log" 2>&1 || st=1
+    done
+  done
+  grep -E "^==|D2D copy|^cuda:0|weights read|streams them|same|DIFFERENT" "$OUT/layers.log" | head -60
+  # issue 7's target: the weights of a step read at 60 % of the copy's rate
+  awk '/D2D copy 256 MiB/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "GB/s") gbs = $i }
+       /weights read per decode step/ { mb = $6 }
+       /^cuda:0/ { n++; tps[n] = $3 }
+       END { if (gbs && mb) printf "target: %.0f tok/s (%.1f MB a step at 0.6 x %.0f GB/s)\n",
+               0.6 * gbs * 1e3 / mb, mb, gbs }' "$OUT/layers.log" | tee -a "$OUT/layers.log"
+  if test $st -eq 0; then
+    record layers ok $(($(now) - t0)) "layers.log"
+  else
+    record layers FAIL $(($(now) - t0)) "a demo run failed (layers.log)"
+  fi
+}
+
 stage_layerprof() {
   t0=$(now)
   NCU=$CUDA_HOME/bin/ncu
@@ -389,6 +425,7 @@ for s in $STAGES; do
     demo) stage_demo ;;
     profile) stage_profile ;;
     pdl) stage_pdl ;;
+    layers) stage_layers ;;
     layerprof) stage_layerprof ;;
     *) note "unknown stage $s"; record "$s" FAIL 0 "unknown stage" ;;
   esac

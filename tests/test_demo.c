@@ -129,11 +129,16 @@ int main(void)
         if (lk_device_get(ctx, i, &d) != LK_OK || lk_device_props_get(d, &p) != LK_OK ||
             d == ref)
             continue;
-        static const unsigned flag_sets[3] = {0, BN_PREPARED, BN_PREPARED | BN_GRAPH};
-        for (int fi = 0; fi < 3; fi++) {
+        static const unsigned flag_sets[5] = {0, BN_PREPARED, BN_PREPARED | BN_GRAPH,
+                                              BN_PREPARED | BN_LAYERS_OP,
+                                              BN_PREPARED | BN_GRAPH | BN_LAYERS_OP};
+        static const char *const hows[5] = {
+            "plain ops", "prepared weights", "prepared weights, decode graphs",
+            "prepared weights, lk_bitnet_decode",
+            "prepared weights, lk_bitnet_decode in decode graphs"};
+        for (int fi = 0; fi < 5; fi++) {
             const unsigned fl = flag_sets[fi];
-            const char *how = fi == 0 ? "plain ops" : fi == 1 ? "prepared weights"
-                                                              : "prepared weights, decode graphs";
+            const char *how = hows[fi];
             int r1 = run(d, &w, 1, prompt, got, fl);
             int same1 = r1 == 0 && !memcmp(got, want1, n1 * 4);
             if (r1 && strstr(err, "LK_ERR_UNSUPPORTED")) {
@@ -155,6 +160,10 @@ int main(void)
     ok(run(ref, &w, 1, prompt, got, BN_GRAPH) == 0 && !memcmp(got, want1, n1 * 4) &&
            run(ref, &w, B, prompt, got, BN_GRAPH) == 0 && !memcmp(got, want4, n4 * 4),
        "ref, decode graphs: its own eager bits at batch 1 and 4%s%s", err[0] ? ": " : "", err);
+    err[0] = '\0';
+    ok(run(ref, &w, B, prompt, got, BN_PREPARED | BN_LAYERS_OP | BN_GRAPH) == 0 &&
+           !memcmp(got, want4, n4 * 4),
+       "ref, lk_bitnet_decode in decode graphs: its own plain bits%s%s", err[0] ? ": " : "", err);
 
     /* GGUF: each ternary type reads back to the same weights and logits. */
     const uint32_t types[3] = {LKG_T_TQ1_0, LKG_T_TQ2_0, LKG_T_I2_S};

@@ -57,6 +57,9 @@ static void usage(FILE *f)
             "                    i2_s, default i2_s) and exit\n"
             "  --no-prepare      run the plain ops on the weights as stored, not prepared\n"
             "                    weights (the same bits either way)\n"
+            "  --layers-op       run a decode step's layers as one lk_bitnet_decode call\n"
+            "                    (one kernel on sm_90 GPUs, today slower than the ops in a\n"
+            "                    graph: docs/bench.md; the same bits either way)\n"
             "  --no-graph        run the decode steps op by op, not as captured graphs\n"
             "                    (CUDA graphs on GPUs, replayed records elsewhere; the\n"
             "                    same bits either way)\n"
@@ -104,6 +107,7 @@ int lk_cmd_demo(int argc, char **argv)
     long layers = 2, seed = 1, plen = 8, steps = 4, threads = 0, i2s_block = 128;
     long batches[DEMO_MAX_BATCHES] = {1, 4}, toks[4096];
     int nbatch = 2, ntok = 0, tiny = 0, all = 0, full = 0, ndevname = 0, prep = 1, graph = 1;
+    int layers_op = 0;
     const char *model = NULL, *write_gguf = NULL, *rope = NULL, *devnames[DEMO_MAX_DEV];
     const char *prompt_text = NULL;
     uint32_t gtype = LKG_T_I2_S;
@@ -146,6 +150,8 @@ int lk_cmd_demo(int argc, char **argv)
             prep = 0;
         } else if (!strcmp(a, "--no-graph")) {
             graph = 0;
+        } else if (!strcmp(a, "--layers-op")) {
+            layers_op = 1;
         } else if (!strcmp(a, "--model") && v) {
             model = argv[++i];
         } else if (!strcmp(a, "--prompt") && v) {
@@ -365,7 +371,8 @@ int lk_cmd_demo(int argc, char **argv)
         bn_model *m = NULL;
         printf("%-24s", r->name);
         fflush(stdout);
-        unsigned mflags = (prep ? BN_PREPARED : 0) | (graph ? BN_GRAPH : 0);
+        unsigned mflags = (prep ? BN_PREPARED : 0) | (graph ? BN_GRAPH : 0) |
+                          (layers_op ? BN_LAYERS_OP : 0);
         if (!r->hash || bn_model_create(devs[di], (int)threads, &w, maxb, T, mflags, &m, err,
                                      sizeof err)) {
             printf("  cannot run: %s\n", r->hash ? err : "out of memory");

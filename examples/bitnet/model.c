@@ -530,6 +530,12 @@ struct bn_model {
     int64_t last_b;  /* the batch of the last decode step, 0: none yet */
     void **hbufs;    /* host copies of the fused projections (host devices read them) */
     int nhbuf;
+    /* lk_bitnet_decode (every projection prepared, BN_LAYERS_OP): the
+     * layers of a decode step as one call; the tensors its layers point to */
+    lk_bitnet_layer *bl;
+    lk_tensor *blt;  /* per layer: 4 norm weights and the cache */
+    void *scratch;
+    size_t scratch_bytes;
 };
 
 static void *dalloc(bn_model *m, size_t bytes)
@@ -585,6 +591,8 @@ void bn_model_destroy(bn_model *m)
         free(m->hbufs[i]);
     free(m->hbufs);
     free(m->L);
+    free(m->bl);
+    free(m->blt);
     free(m->h_ids);
     free(m->h_pos);
     free(m->h_kvi);
@@ -640,6 +648,53 @@ static int fuse(bn_model *m, const lkg_ternary *const *parts, int np, bn_tdev *o
     out->codes = upload(m, codes, (size_t)rows * rb);
     out->scale = upload(m, scale, (size_t)rows * sizeof *scale);
     return out->codes && out->scale ? 0 : -1;
+}
+
+static lk_bitnet_config bitnet_config(const bn_config *c)
+{
+    lk_bitnet_config b;
+    memset(&b, 0, sizeof b);
+    b.dim = c->dim, b.n_head = c->n_head, b.n_kv = c->n_kv, b.head_dim = c->head_dim;
+    b.ffn = c->ffn, b.eps = c->eps, b.theta = c->theta;
+    b.attn_scale = 1.0f / sqrtf((float)c->head_dim); /* as layer_back's */
+    b.rope_flags = c->rope_flags;
+    return b;
+}
+
+/* The layers as lk_bitnet_decode takes them, where every projection is
+ * prepared (it takes nothing else); returns -1 only when out of memory. */
+static int layers_op_setup(bn_model *m)
+{
+    const bn_config *c = &m->c;
+    const int64_t qd = c->n_head * c->head_dim, kvd = c->n_kv * c->head_dim;
+    for (int64_t l = 0; l < c->n_layer; l++)
+        if (!m->L[l].qkv.prep || !m->L[l].t[3].prep || !m->L[l].gu.prep || !m->L[l].t[6].prep)
+            return 0;
+    const lk_bitnet_config bc = bitnet_config(c);
+    m->scratch_bytes = lk_bitnet_decode_scratch(&bc, m->max_b);
+    m->bl = calloc((size_t)c->n_layer, sizeof *m->bl);
+    m->blt = calloc((size_t)c->n_layer * 5, sizeof *m->blt);
+    if (!m->scratch_bytes || !m->bl || !m->blt || !(m->scratch = dalloc(m, m->scratch_bytes)))
+        return -1;
+    for (int64_t l = 0; l < c->n_layer; l++) {
+        bn_ldev *D = &m->L[l];
+        lk_tensor *t = m->blt + 5 * l;
+        t[0] = lk_mat(D->attn_norm, LK_F32, 1, c->dim);
+        t[1] = lk_mat(D->attn_sub_norm, LK_F32, 1, qd);
+        t[2] = lk_mat(D->ffn_norm, LK_F32, 1, c->dim);
+        t[3] = lk_mat(D->ffn_sub_norm, LK_F32, 1, c->ffn);
+        t[4] = lk_mat(D->kvc, LK_F32, m->max_b * c->max_ctx, 2 * kvd);
+        lk_bitnet_layer *L = &m->bl[l];
+        L->qkv = D->qkv.prep, L->o = D->t[3].prep, L->gate_up = D->gu.prep, L->down = D->t[6].prep;
+        L->attn_norm = &t[0], L->attn_sub_norm = &t[1], L->ffn_norm = &t[2];
+        L->ffn_sub_norm = &t[3], L->kv = &t[4];
+    }
+    return 0;
+}
+
+int bn_model_layers_op(const bn_model *m)
+{
+    return m->bl != NULL;
 }
 
 int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t max_batch,
@@ -723,6 +778,8 @@ int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t ma
         lk_tensor h = lk_mat(m->lm_head, LK_BF16, c->vocab, c->dim);
         m->head_prep = prepare(m, &h, NULL);
     }
+    if (ok && (flags & BN_PREPARED) && (flags & BN_LAYERS_OP) && layers_op_setup(m))
+        ok = 0;
     if (!ok || lk_queue_sync(m->q) != LK_OK) {
         char msg[320];
         snprintf(msg, sizeof msg, "%s", lk_last_error()[0] ? lk_last_error() : "out of memory");
@@ -900,6 +957,19 @@ static void drop_graphs(bn_model *m)
 static int model_step(bn_model *m, bn_acts *a, int64_t cache_len, char *err, size_t errlen)
 {
     TRY(lk_embedding(m->q, &a->emb, &a->idt, &a->x));
+    if (a->T == 1 && m->bl) {
+        /* decode: every layer in one call (the same bits as the loop
+         * below); a device that cannot capture it in a graph says so and
+         * the capture goes on with the ops one by one */
+        const lk_bitnet_config bc = bitnet_config(&m->c);
+        lk_status st = lk_bitnet_decode(m->q, &bc, m->bl, m->c.n_layer, &a->x, &a->pos,
+                                        m->c.max_ctx, m->scratch, m->scratch_bytes);
+        if (st == LK_OK)
+            return model_head(m, a, err, errlen);
+        if (st != LK_ERR_UNSUPPORTED || !lk_queue_capturing(m->q))
+            return lkg_fail(err, errlen, "%s: lk_bitnet_decode: %s: %s", lk_device_name(m->dev),
+                            lk_status_string(st), lk_last_error());
+    }
     for (int64_t l = 0; l < m->c.n_layer; l++)
         if (layer_front(m, a, l, err, errlen) || cache_store(m, a, l, err, errlen) ||
             layer_back(m, a, l, cache_len, err, errlen))

@@ -87,11 +87,18 @@ typedef struct bn_model bn_model;
  * stores inside it are lk_set_rows with the destination rows uploaded
  * before each launch.  The same bits as the eager calls. */
 #define BN_GRAPH 2u
+/* flags: BN_LAYERS_OP runs the layers of a decode step as one
+ * lk_bitnet_decode call (include/lockstep/bitnet.h) where every projection
+ * is prepared (with BN_PREPARED): a GPU runs them as one kernel.  The same
+ * bits as the ops one by one. */
+#define BN_LAYERS_OP 4u
 int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t max_batch,
                     int64_t max_tokens, unsigned flags, bn_model **out, char *err,
                     size_t errlen);
 /* How many weight tensors are prepared (0 without BN_PREPARED). */
 int bn_model_prepared(const bn_model *m);
+/* 1 when decode steps run their layers as one lk_bitnet_decode call. */
+int bn_model_layers_op(const bn_model *m);
 /* How the last decode step ran: 0 eagerly, 1 as graphs the core replays,
  * 2 as native (CUDA) graphs. */
 int bn_model_graph_mode(const bn_model *m);
