@@ -12,10 +12,6 @@
  *   att   f32 batch x qd
  *   gu    f32 batch x 2 ffn
  *   g     f32 batch x ffn
- *   tmp   f32 batch x dim  (free for a driver's kernel: lk_bitnet_compose
- *                         does not use it, since ternary_gemm takes
- *                         LK_GEMM_ACCUMULATE itself on unprepared weights,
- *                         as the core's lk_ternary_linear fallback does)
  * with qd = n_head head_dim, kvd = n_kv head_dim. */
 #ifndef LK_BACKENDS_BITNET_H
 #define LK_BACKENDS_BITNET_H
@@ -30,7 +26,7 @@ extern "C" {
 #endif
 
 typedef struct lk_bitnet_layout {
-    size_t sync, idx, xs, xq, qkv, att, gu, g, tmp; /* byte offsets */
+    size_t sync, idx, xs, xq, qkv, att, gu, g; /* byte offsets */
     size_t total;                                   /* bytes in all */
     int64_t kq;                                     /* xq's row pitch */
 } lk_bitnet_layout;
@@ -53,7 +49,7 @@ static inline int lk_bitnet_layout_of(int64_t batch, int64_t dim, int64_t n_head
     if (batch <= 0 || dim <= 0 || n_head <= 0 || n_kv <= 0 || head_dim <= 0 || ffn <= 0 ||
         batch > lim || dim > lim || n_head > lim || n_kv > lim || head_dim > lim || ffn > lim)
         return 0;
-    size_t qd, kvd, kq, sz[9];
+    size_t qd, kvd, kq, sz[8];
     if (!lk_bitnet_mul((size_t)n_head, (size_t)head_dim, &qd) ||
         !lk_bitnet_mul((size_t)n_kv, (size_t)head_dim, &kvd) || qd > (size_t)lim ||
         kvd > (size_t)lim)
@@ -66,17 +62,17 @@ static inline int lk_bitnet_layout_of(int64_t batch, int64_t dim, int64_t n_head
     if (!lk_bitnet_mul(b, 4, &sz[1]) || !lk_bitnet_mul(b, 4, &sz[2]) ||
         !lk_bitnet_mul(b, kq, &sz[3]) || !lk_bitnet_mul(b, 4 * (qd + 2 * kvd), &sz[4]) ||
         !lk_bitnet_mul(b, 4 * qd, &sz[5]) || !lk_bitnet_mul(b, 8 * (size_t)ffn, &sz[6]) ||
-        !lk_bitnet_mul(b, 4 * (size_t)ffn, &sz[7]) || !lk_bitnet_mul(b, 4 * (size_t)dim, &sz[8]))
+        !lk_bitnet_mul(b, 4 * (size_t)ffn, &sz[7]))
         return 0;
-    size_t off[9], at = 0;
-    for (int i = 0; i < 9; i++) {
+    size_t off[8], at = 0;
+    for (int i = 0; i < 8; i++) {
         off[i] = at;
         if (sz[i] > SIZE_MAX - at - 255)
             return 0;
         at = (at + sz[i] + 255) / 256 * 256;
     }
     L->sync = off[0], L->idx = off[1], L->xs = off[2], L->xq = off[3], L->qkv = off[4];
-    L->att = off[5], L->gu = off[6], L->g = off[7], L->tmp = off[8];
+    L->att = off[5], L->gu = off[6], L->g = off[7];
     L->total = at;
     L->kq = (int64_t)kq;
     return 1;

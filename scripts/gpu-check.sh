@@ -379,7 +379,6 @@ stage_layers() {
   # issue 7's target: the weights of a step read at 60 % of the copy's rate
   awk '/D2D copy 256 MiB/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "GB/s") gbs = $i }
        /weights read per decode step/ { mb = $6 }
-       /^cuda:0/ { n++; tps[n] = $3 }
        END { if (gbs && mb) printf "target: %.0f tok/s (%.1f MB a step at 0.6 x %.0f GB/s)\n",
                0.6 * gbs * 1e3 / mb, mb, gbs }' "$OUT/layers.log" | tee -a "$OUT/layers.log"
   if test $st -eq 0; then

@@ -148,8 +148,6 @@ __host__ __device__ __forceinline__ bn_kind bn_kind_of(const bn_kargs &a, int k)
 
 #if LK_BN_BODY
 
-__device__ __forceinline__ float bn_canon(float v) { return lk_elem<LK_F32>::cvt(v); }
-
 __device__ __forceinline__ unsigned bn_ld_acquire(const unsigned *p)
 {
     unsigned v;
@@ -367,7 +365,6 @@ struct bn_sm { /* the block's small shared state */
     float red[BN_WARPS];
     float sum;
     int pos[BN_MAX_B];
-    int bad;
 };
 
 /* lk_rmsnorm_quantize of NB rows of n f32 (src, row stride ld) with the
@@ -468,13 +465,6 @@ __device__ __noinline__ void bn_norm(const bn_kargs &a, const float *src, int64_
 
 /* ------------------------------------------------------------ the GEMV */
 
-/* relu(x)^2 as unary.cu's LK_UNARY_RELU2 */
-__device__ __forceinline__ float bn_relu2(float x)
-{
-    const float r = lk_isnan(x) ? x : (x > 0.0f ? x : 0.0f);
-    return __fmul_rn(r, r);
-}
-
 /* G rows of a warp's share at once, rows rb, rb + 16, ...: their loads
  * overlap.  The dot products are sum (code) x over the warp minus sum x
  * (S.sumx: exact; with K <= 16384 no partial sum leaves int32).  Lane
@@ -541,13 +531,13 @@ __device__ __forceinline__ void bn_group(const bn_kargs &a, int kind, const bn_k
             const int r = rb + g * BN_WARPS, i = r0 + r;
             const float v = lk_qgemm_value(acc[g][b] - S.sumx[b], S.xs[b], S.sc[0][r]);
             if (kind == 0) {
-                a.qkv[(size_t)b * (a.qd + 2 * a.kvd) + i] = bn_canon(v);
+                a.qkv[(size_t)b * (a.qd + 2 * a.kvd) + i] = lk_canon_f32(v);
             } else if (gu) {
                 const float uv =
-                    bn_canon(lk_qgemm_value(accu[g][b] - S.sumx[b], S.xs[b], S.sc[1][r]));
-                a.g[(size_t)b * a.ffn + i] = bn_canon(__fmul_rn(bn_relu2(bn_canon(v)), uv));
+                    lk_canon_f32(lk_qgemm_value(accu[g][b] - S.sumx[b], S.xs[b], S.sc[1][r]));
+                a.g[(size_t)b * a.ffn + i] = lk_canon_f32(__fmul_rn(lk_cu_relu2(lk_canon_f32(v)), uv));
             } else {
-                const float x = bn_canon(__fadd_rn(S.xsh[b][r], v));
+                const float x = lk_canon_f32(__fadd_rn(S.xsh[b][r], v));
                 S.xsh[b][r] = x;
                 a.x[b * a.ldx + i] = x;
             }
@@ -627,9 +617,9 @@ __device__ __noinline__ void bn_attention(const bn_kargs &a, const bn_layer &L, 
         float s, c, y0, y1;
         lk_rope_sincos(p, lk_rope_inv_freq(i, hd, lt), &s, &c);
         lk_rope_rotate(qs[i0], qs[i1], s, c, &y0, &y1);
-        qs[i0] = bn_canon(y0), qs[i1] = bn_canon(y1);
+        qs[i0] = lk_canon_f32(y0), qs[i1] = lk_canon_f32(y1);
         lk_rope_rotate(ks[i0], ks[i1], s, c, &y0, &y1);
-        ks[i0] = bn_canon(y0), ks[i1] = bn_canon(y1);
+        ks[i0] = lk_canon_f32(y0), ks[i1] = lk_canon_f32(y1);
     }
     __syncthreads();
     const size_t crow = ((size_t)b * a.ctx + p) * (size_t)L.kvld;
@@ -723,7 +713,7 @@ __device__ __noinline__ void bn_attention(const bn_kargs &a, const bn_layer &L, 
     }
     if (tid < hd) {
         total = n <= LK_KB ? acc : __fadd_rn(total, acc);
-        a.att[(size_t)b * a.qd + h * hd + tid] = bn_canon(total);
+        a.att[(size_t)b * a.qd + h * hd + tid] = lk_canon_f32(total);
     }
     __syncthreads();
 }
@@ -751,31 +741,15 @@ __global__ void __launch_bounds__(BN_THREADS, 1) bn_kernel(const __grid_constant
         for (int s = 0; s < BN_SLOTS; s++)
             lk_mbar_init(bars0 + 8 * s, 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-        S.bad = INT_MAX;
     }
-    __syncthreads();
-    /* every block reads the positions: a bad one (possible only inside a
-     * captured graph; the core checks them otherwise) stops every block
-     * before anything is written */
-    if (tid < NB) {
-        const int32_t p = a.pos[tid * a.ldp];
-        S.pos[tid] = p;
-        if (p < 0 || p >= a.ctx)
-            atomicMin(&S.bad, tid);
-    }
-    __syncthreads();
-    if (S.bad != INT_MAX) {
-        if (blockIdx.x == 0 && tid == 0 && a.rec[0] == 0) {
-            volatile long long *rec = a.rec;
-            rec[1] = S.bad;
-            rec[2] = S.pos[S.bad];
-            rec[3] = a.ctx;
-            __threadfence_system();
-            rec[0] = 3;
-            __threadfence_system();
-        }
+    if (tid < NB)
+        S.pos[tid] = a.pos[tid * a.ldp];
+    /* every block checks the positions (a bad one can only come inside a
+     * captured graph; the core checks them otherwise): one outside
+     * [0, ctx) stops every block before anything is written, and the
+     * queue's record makes the next sync report it (set 3) */
+    if (lk_index_first_bad(a.pos, a.ldp, NB, a.ctx, 3, a.rec) >= 0)
         return;
-    }
 
     bn_ctl C;
     if (tid == 0) {
@@ -868,7 +842,7 @@ bn_kernel_fn bn_kernel_for(int nb)
  * (0: no sm_90 body in this build) and whether one block of each NB fits an
  * SM with the whole opt-in. */
 struct bn_dev_info {
-    int done, ok;
+    int ok;
     size_t static_smem, dyn_max;
 };
 bn_dev_info bn_info[64];
@@ -1004,7 +978,6 @@ extern "C" lk_status lk_cuda_bitnet_setup(lk_cuda_device *dev)
     if (ord < 0 || ord >= 64)
         return LK_OK;
     bn_dev_info &I = bn_info[ord];
-    I.done = 1;
     I.ok = 0;
     cudaFuncAttributes fa;
     if (cudaFuncGetAttributes(&fa, bn_kernel<1>) != cudaSuccess || fa.sharedSizeBytes == 0 ||
@@ -1043,9 +1016,6 @@ extern "C" lk_status lk_cuda_bitnet_decode(void *queue, const lk_bitnet_args *a)
     size_t dyn = 0;
     char why[160] = "LOCKSTEP_CUDA_BITNET_FUSED=0";
     if (bn_fused_enabled() && bn_plan_call(dev, a, k, dyn, why, sizeof why)) {
-        lk_bitnet_layout lay;
-        (void)lk_bitnet_layout_of(a->batch, a->dim, a->n_head, a->n_kv, a->head_dim, a->ffn,
-                                  &lay);
         k.rec = (long long *)((char *)q->host_ws + LK_CUDA_EMB_ERR_OFFSET);
         const char *pe = getenv("LOCKSTEP_CUDA_BITNET_PROFILE");
         k.prof = pe && pe[0] == '1';
@@ -1090,8 +1060,8 @@ extern "C" lk_status lk_cuda_bitnet_decode(void *queue, const lk_bitnet_args *a)
     if (lk_capturing(op))
         return op.fail(LK_ERR_UNSUPPORTED,
                        "lk_bitnet_decode: cannot be captured in a graph on this device (%s: it "
-                       "runs as the composition of its ops, which reads the positions on the "
-                       "host); the capture goes on without it",
+                       "runs as the composition of its ops, which could not keep a bad position "
+                       "from writing); the capture goes on without it",
                        why);
     lk_bitnet_layout lay;
     (void)lk_bitnet_layout_of(a->batch, a->dim, a->n_head, a->n_kv, a->head_dim, a->ffn, &lay);

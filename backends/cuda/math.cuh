@@ -17,4 +17,19 @@ static __device__ __forceinline__ float lk_cu_silu(float x) { return lk_siluf(x)
 static __device__ __forceinline__ float lk_cu_gelu_tanh(float x) { return lk_gelu_tanhf(x); }
 static __device__ __forceinline__ float lk_cu_gelu_erf(float x) { return lk_gelu_erff(x); }
 
+/* relu as the reference's: a NaN passes through, -0 becomes +0 */
+static __device__ __forceinline__ float lk_cu_relu(float x)
+{
+    if (lk_isnan(x))
+        return x;
+    return x > 0.0f ? x : 0.0f;
+}
+
+/* relu(x)^2, LK_UNARY_RELU2's sequence */
+static __device__ __forceinline__ float lk_cu_relu2(float x)
+{
+    const float r = lk_cu_relu(x);
+    return __fmul_rn(r, r);
+}
+
 #endif

@@ -9,24 +9,15 @@
 
 namespace {
 
-__device__ __forceinline__ float relu(float x)
-{
-    if (lk_isnan(x))
-        return x;
-    return x > 0.0f ? x : 0.0f;
-}
-
 struct unary_fn {
     lk_unary_op op;
     __device__ __forceinline__ float operator()(float x) const
     {
         switch (op) {
         case LK_UNARY_RELU:
-            return relu(x);
-        case LK_UNARY_RELU2: {
-            float r = relu(x);
-            return __fmul_rn(r, r);
-        }
+            return lk_cu_relu(x);
+        case LK_UNARY_RELU2:
+            return lk_cu_relu2(x);
         case LK_UNARY_SIGMOID:
             return lk_cu_sigmoid(x);
         case LK_UNARY_SILU:
