@@ -18,18 +18,22 @@
  *
  * Every block normalises and quantises the whole row itself (a few KB
  * from L2: cheaper than a barrier more), then computes its share of the
- * rows.  The weights do not depend on anything the kernel computes, so
- * each block streams its share of every projection, layer after layer,
- * into a ring of shared memory with bulk copies (cp.async.bulk on an
- * mbarrier), as far ahead as the ring holds: the HBM traffic runs through
- * the barriers and the small phases instead of waiting for them.
+ * rows.  The weights do not depend on anything the kernel computes, so a
+ * warp of each block of its own (the 17th) streams the block's share of
+ * every projection, layer after layer, into a ring of shared memory with
+ * bulk copies (cp.async.bulk on mbarriers), as far ahead as the ring
+ * holds: the HBM traffic runs through the barriers and the small phases
+ * instead of waiting for them, and issuing it is off the path of the 16
+ * compute warps (which synchronise on named barrier 1).
  *
- * Where it stands (docs/bench.md, fourteenth round): bit-exact, but on an
- * H100 a 30-layer step takes about 50 us a layer, slower than the ops in a
- * CUDA graph; the weights arrive in time (under 1 us of waits a layer),
- * and the phases are bound by their own latency -- barriers of about 3 us,
- * norms of about 3 us, warps waiting at __syncthreads for the few that
- * work -- which is what the next version has to cut.
+ * Where it stands (docs/bench.md, fifteenth round): bit-exact; on an H100
+ * a 30-layer step now takes about 30 us a layer and decodes as fast as the
+ * ops in a CUDA graph (about 690 tokens/s at batch 1), from 50 us a layer
+ * in the fourteenth round.  What is left is latency: the four norms'
+ * chains (row from L2, lane sums, 1 / rms, maximum, codes: about 1.5 us
+ * each), five grid barriers (a release fence and a poll, about 1.5 us
+ * each, the one after attention waiting for the 20 blocks that hold a
+ * head) and the dot products (issue-bound, about 2 us a phase).
  *
  * The bits are the composition's (docs/numerics.md 12.6): each phase runs
  * the sequences of the ops it replaces -- the norm's lane sums
@@ -71,8 +75,9 @@
 
 namespace {
 
-#define BN_THREADS 512
+#define BN_THREADS 512              /* the compute threads of a block */
 #define BN_WARPS (BN_THREADS / 32)
+#define BN_BLOCK (BN_THREADS + 32) /* and one warp that streams the weights */
 #define BN_MAX_B 4
 #define BN_MAX_CTX 4096
 #define BN_MAX_HD 256
@@ -109,7 +114,7 @@ struct bn_kargs {
     const int32_t *pos;
     int64_t ldp;
     unsigned *sync; /* the barrier's count of arrivals: zeroed before each launch */
-    int prof;       /* LOCKSTEP_CUDA_BITNET_PROFILE: blocks 0 and 1 print where the time went */
+    int prof;       /* LOCKSTEP_CUDA_BITNET_PROFILE: where the time went, over the blocks */
     float *qkv, *att, *g;
     long long *rec; /* the queue's pinned record of a bad position */
     int nl;
@@ -146,6 +151,11 @@ __host__ __device__ __forceinline__ bn_kind bn_kind_of(const bn_kargs &a, int k)
     return r;
 }
 
+/* The profile's sums over a launch's blocks (defined in both compiler
+ * passes: the host's registers them). */
+__device__ unsigned long long bn_prof_sum[12], bn_prof_max[12];
+__device__ unsigned bn_prof_done;
+
 #if LK_BN_BODY
 
 __device__ __forceinline__ unsigned bn_ld_acquire(const unsigned *p)
@@ -180,7 +190,11 @@ __device__ __forceinline__ void bn_cp_row(float *dst, const float *src, int n)
         bn_cp16(dst + i, src + i);
 }
 
-/* The grid barrier (thread 0 of each block, between __syncthreads): one
+/* The compute warps' barrier (named barrier 1: the weight warp runs on
+ * its own and never takes part). */
+__device__ __forceinline__ void bn_sync() { asm volatile("bar.sync 1, %0;" ::"n"(BN_THREADS) : "memory"); }
+
+/* The grid barrier (thread 0 of each block, between bn_syncs): one
  * release-add to a count of arrivals that only grows during a launch
  * (zeroed before it), and a wait until it reaches the blocks times the
  * barriers so far: two L2 round trips, no last-arriver step.  Every block
@@ -202,133 +216,193 @@ __device__ __noinline__ void bn_wait(const unsigned *count, unsigned target)
 
 /* ------------------------------------------------------------ the ring */
 
-/* Thread 0's state: the weight ring (loads issued and freed in order;
- * head and tail count bytes over the whole launch, a load that would wrap
- * starts again at offset 0), the barrier's next target, and the profile. */
+/* The compute side's count of weight loads it is done with (thread 0). */
 struct bn_ctl {
-    uint32_t base, size;
-    uint64_t head, tail;
-    int issued, freed, total;
-    uint64_t vend[BN_SLOTS];
-    unsigned target;
-    uint64_t tp[5], tmark;
-    bool prof;
+    int freed;
 };
 
-__device__ __forceinline__ void bn_mark(bn_ctl &C, int kind)
+/* The profile's buckets (LOCKSTEP_CUDA_BITNET_PROFILE=1): thread 0 of each
+ * block adds the time since its last mark to one of them, right after the
+ * bn_sync that ends a step, so a bucket holds the block's time. */
+enum {
+    BN_P_OTHER,   /* the start, until the first slab is awaited */
+    BN_P_WEIGHTS, /* waits for a slab of weights */
+    BN_P_ROWS,    /* a norm's rows (and the scales) arriving from L2 */
+    BN_P_LANES,   /* the norm's lane sums and 1 / rms */
+    BN_P_QUANT,   /* y = x r w, the maximum, the codes */
+    BN_P_DOTS,    /* the projection's rows, up to the slowest warp */
+    BN_P_BARRIER, /* the grid barriers' waits, to leaving */
+    BN_P_ATTN,    /* RoPE, the cache row and attention */
+    BN_P_ARRIVE,  /* the barriers' release-adds and the next scales' requests */
+    BN_PB
+};
+static_assert(BN_PB <= 12, "bn_prof_sum holds the buckets");
+
+struct bn_sm { /* the block's small shared state */
+    float part[BN_MAX_B * BN_MAX_CHUNKS];
+    float xs[BN_MAX_B];
+    unsigned umax[BN_MAX_B * BN_WARPS];
+    int isum[BN_MAX_B * BN_WARPS];
+    float sc[2][BN_MAX_ROWS];         /* this phase's weight scales (up rows: [1]) */
+    float xsh[BN_MAX_B][BN_MAX_ROWS]; /* this block's rows of x (it alone writes them) */
+    float red[BN_WARPS];
+    float sum;
+    int pos[BN_MAX_B];
+    /* RoPE's sine and cosine of pair i at each sequence's position: the
+     * same in every layer, so taken once a launch */
+    float rsin[BN_MAX_B][BN_MAX_HD / 2], rcos[BN_MAX_B][BN_MAX_HD / 2];
+    unsigned long long tp[BN_PB], tmark; /* the profile (thread 0) */
+    int prof;
+};
+
+__device__ __forceinline__ void bn_mark(bn_sm &S, int kind)
 {
-    if (C.prof) {
-        const uint64_t t = lk_global_ns();
-        if (C.tmark)
-            C.tp[kind] += t - C.tmark;
-        C.tmark = t;
+    if (threadIdx.x == 0 && S.prof) {
+        const unsigned long long t = lk_global_ns();
+        S.tp[kind] += t - S.tmark;
+        S.tmark = t;
     }
 }
 
-/* Issue every next load that fits (thread 0).  The kernel's big pieces are
- * __noinline__: a block walks its machine code once per phase of every
- * layer, and inlined at each call they made 170-310 KB of code. */
-__device__ __noinline__ void bn_pump(const bn_kargs &a, bn_ctl &C, uint32_t bars,
-                                     uint32_t *slot_off)
+/* The weight scales of projection `kind` for this block's rows (and the up
+ * rows' with the gate's) into S.sc: 4-byte asynchronous copies issued
+ * before the barrier that precedes their phase, in by the norm's wait (an
+ * HBM round trip the norm's rows from L2 no longer wait behind). */
+__device__ __forceinline__ void bn_scales(const bn_kargs &a, const bn_proj &P, int kind, bn_sm &S)
 {
-    while (C.issued < C.total) {
+    const bn_kind K = bn_kind_of(a, kind);
+    int r0, r1;
+    bn_split(K.n, blockIdx.x, gridDim.x, r0, r1);
+    const int tid = threadIdx.x;
+    if (tid < r1 - r0) {
+        bn_cp4(&S.sc[0][tid], P.s + (P.per_row ? K.row0 + r0 + tid : 0));
+        if (kind == 2)
+            bn_cp4(&S.sc[1][tid], P.s + (P.per_row ? a.ffn + r0 + tid : 0));
+    }
+}
+
+/* The weight warp (lane 0): every load of the launch in order, each as
+ * soon as the ring has room for it.  The ring is a lap of `size` bytes at
+ * shared address `base`; head and tail count bytes over the launch, a
+ * load that would wrap starts again at offset 0.  Load i lands on the
+ * mbarrier full[i % BN_SLOTS]; the compute side arrives on empty[i %
+ * BN_SLOTS] once it is done with it, and loads are freed in order.  Off
+ * the compute warps' path: issuing a phase's copies took its thread 0
+ * about 2 us, which every other warp waited for at the phase's end. */
+__device__ __noinline__ void bn_producer(const bn_kargs &a, uint32_t base, uint32_t size,
+                                         uint32_t full, uint32_t empty, uint32_t *slot_off)
+{
+    uint64_t head = 0, tail = 0, vend[BN_SLOTS];
+    int freed = 0;
+    const int total = BN_LOADS * a.nl;
+    for (int i = 0; i < total;) {
         /* a gate load takes its up load along: one phase needs both, so
          * they are placed together (else the up rows could wait for room
          * that only the gate phase frees) */
-        const int k0 = C.issued % BN_LOADS, nl = k0 == 2 ? 2 : 1;
-        if (C.issued - C.freed + nl > BN_SLOTS)
-            return;
-        const bn_layer &L = a.L[C.issued / BN_LOADS];
+        const int k0 = i % BN_LOADS, nl = k0 == 2 ? 2 : 1;
+        const bn_layer &L = a.L[i / BN_LOADS];
         uint32_t bytes[2], sz[2], nbytes = 0;
         const uint8_t *src[2];
         /* the weight of the norm before the projection, after its rows */
         const float *nw = k0 == 0 ? L.an : k0 == 1 ? L.asn : k0 == 2 ? L.fn : L.fsn;
         if (nw)
             nbytes = 4u * (uint32_t)(k0 == 1 ? a.qd : k0 == 4 ? a.ffn : a.dim);
-        for (int i = 0; i < nl; i++) {
-            const int k = k0 + i;
+        for (int j = 0; j < nl; j++) {
+            const int k = k0 + j;
             const bn_kind K = bn_kind_of(a, k);
             const uint8_t *w = k == 0 ? L.qkv.w : k == 1 ? L.o.w : k == 4 ? L.dn.w : L.gu.w;
             int r0, r1;
             bn_split(K.n, blockIdx.x, gridDim.x, r0, r1);
-            src[i] = w + (size_t)(K.row0 + r0) * K.pitch;
-            bytes[i] = (uint32_t)(r1 - r0) * K.pitch;
-            sz[i] = (uint32_t)bn_round((int)bytes[i], 128);
+            src[j] = w + (size_t)(K.row0 + r0) * K.pitch;
+            bytes[j] = (uint32_t)(r1 - r0) * K.pitch;
+            sz[j] = (uint32_t)bn_round((int)bytes[j], 128);
         }
-        const uint32_t total = sz[0] + (nl > 1 ? sz[1] : 0) + (uint32_t)bn_round((int)nbytes, 128);
-        uint64_t start = C.head;
-        const uint32_t off = (uint32_t)(start % C.size);
-        if (off + total > C.size)
-            start += C.size - off;
-        if (C.issued == C.freed)
-            C.tail = start; /* nothing live: the skipped end of the lap is free too */
-        if (start + total - C.tail > C.size)
-            return; /* no room until an earlier load is freed */
+        const uint32_t need = sz[0] + (nl > 1 ? sz[1] : 0) + (uint32_t)bn_round((int)nbytes, 128);
+        uint64_t start = head;
+        const uint32_t off = (uint32_t)(start % size);
+        if (off + need > size)
+            start += size - off;
+        for (;;) { /* room: slots and bytes, waiting for frees in order */
+            if (i == freed)
+                tail = start; /* nothing live: the skipped end of the lap is free too */
+            if (i - freed + nl <= BN_SLOTS && start + need - tail <= size)
+                break;
+            lk_mbar_wait(empty + 8 * (freed % BN_SLOTS), (unsigned)((freed / BN_SLOTS) & 1));
+            tail = vend[freed % BN_SLOTS];
+            freed++;
+        }
         uint64_t at = start;
-        for (int i = 0; i < nl; i++) {
-            const int slot = (C.issued + i) % BN_SLOTS;
-            const uint32_t dst = C.base + (uint32_t)(at % C.size);
-            const uint32_t bar = bars + 8 * slot;
-            slot_off[slot] = (uint32_t)(at % C.size);
-            const uint32_t extra = i == nl - 1 ? nbytes : 0; /* the norm weight rides last */
-            lk_mbar_expect_tx(bar, bytes[i] + extra);
-            for (uint32_t o = 0; o < bytes[i]; o += BN_COPY_MAX) {
-                const uint32_t n = bytes[i] - o < BN_COPY_MAX ? bytes[i] - o : BN_COPY_MAX;
+        for (int j = 0; j < nl; j++) {
+            const int slot = (i + j) % BN_SLOTS;
+            const uint32_t dst = base + (uint32_t)(at % size);
+            const uint32_t bar = full + 8 * slot;
+            slot_off[slot] = (uint32_t)(at % size);
+            const uint32_t extra = j == nl - 1 ? nbytes : 0; /* the norm weight rides last */
+            lk_mbar_expect_tx(bar, bytes[j] + extra);
+            for (uint32_t o = 0; o < bytes[j]; o += BN_COPY_MAX) {
+                const uint32_t n = bytes[j] - o < BN_COPY_MAX ? bytes[j] - o : BN_COPY_MAX;
                 asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
                              " [%0], [%1], %2, [%3];\n" ::"r"(dst + o),
-                             "l"(src[i] + o), "r"(n), "r"(bar)
+                             "l"(src[j] + o), "r"(n), "r"(bar)
                              : "memory");
             }
-            at += sz[i];
+            at += sz[j];
             if (extra) {
                 asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                             " [%0], [%1], %2, [%3];\n" ::"r"(C.base + (uint32_t)(at % C.size)),
+                             " [%0], [%1], %2, [%3];\n" ::"r"(base + (uint32_t)(at % size)),
                              "l"(nw), "r"(extra), "r"(bar)
                              : "memory");
                 at += (uint32_t)bn_round((int)extra, 128);
             }
-            C.vend[slot] = at;
+            vend[slot] = at;
         }
-        C.head = at;
-        C.issued += nl;
+        head = at;
+        i += nl;
     }
 }
 
-/* The end of a phase (every thread): `freed` loads are done with, the next
- * ones go out, and with `barrier` the grid meets before the next phase
- * reads what this one wrote.  `kind`: the profile's bucket of the phase. */
-__device__ __noinline__ void bn_phase_end(const bn_kargs &a, bn_ctl &C, uint32_t bars,
-                                          uint32_t *slot_off, int freed, bool barrier, int kind)
+/* The end of a phase (every compute thread): `freed` loads are done with
+ * (the weight warp may reuse their room), the scales of the next
+ * projection (np, of load kind nk; np NULL: none) are requested, and with
+ * `barrier` the block arrives at the grid barrier that bn_phase_wait then
+ * waits at, before the next phase reads what this one wrote.  `kind`: the
+ * profile's bucket of the phase. */
+__device__ __noinline__ void bn_phase_end(const bn_kargs &a, bn_ctl &C, bn_sm &S, uint32_t empty,
+                                          int freed, bool barrier, int kind, const bn_proj *np,
+                                          int nk, unsigned &target)
 {
-    __syncthreads();
+    bn_sync();
+    bn_mark(S, kind);
     if (threadIdx.x == 0) {
-        bn_mark(C, kind);
-        for (int i = 0; i < freed; i++) {
-            C.tail = C.vend[C.freed % BN_SLOTS];
-            C.freed++;
-        }
         if (barrier) {
-            C.target += gridDim.x;
+            target += gridDim.x;
             bn_arrive(a.sync);
         }
-        if (freed) /* the copies go out while the other blocks arrive */
-            bn_pump(a, C, bars, slot_off);
-        if (barrier)
-            bn_wait(a.sync, C.target); /* an acquire, then the block's __syncthreads */
-        bn_mark(C, 4);
+        for (int i = 0; i < freed; i++, C.freed++)
+            lk_mbar_arrive(empty + 8 * (C.freed % BN_SLOTS));
     }
-    __syncthreads();
+    if (np)
+        bn_scales(a, *np, nk, S);
+    if (barrier)
+        bn_mark(S, BN_P_ARRIVE);
+}
+
+/* The wait of a barrier that bn_phase_end arrived at (every compute thread). */
+__device__ __noinline__ void bn_phase_wait(const bn_kargs &a, bn_sm &S, unsigned target)
+{
+    if (threadIdx.x == 0)
+        bn_wait(a.sync, target); /* an acquire, then the block's bn_sync */
+    bn_sync();
+    bn_mark(S, BN_P_BARRIER);
 }
 
 /* The slab of load i (every thread), once its bytes have landed. */
-__device__ __noinline__ const uint8_t *bn_slab(bn_ctl &C, uint32_t bars, const uint32_t *slot_off,
+__device__ __noinline__ const uint8_t *bn_slab(bn_sm &S, uint32_t bars, const uint32_t *slot_off,
                                                const unsigned char *ring, int i)
 {
-    if (threadIdx.x == 0)
-        bn_mark(C, 0);
+    bn_mark(S, BN_P_OTHER);
     lk_mbar_wait(bars + 8 * (i % BN_SLOTS), (unsigned)((i / BN_SLOTS) & 1));
-    if (threadIdx.x == 0)
-        bn_mark(C, 1);
+    bn_mark(S, BN_P_WEIGHTS);
     return ring + slot_off[i % BN_SLOTS];
 }
 
@@ -354,51 +428,26 @@ __device__ __forceinline__ float bn_tree4(const float *p, int n)
     return __fadd_rn(l0, l1);
 }
 
-struct bn_sm { /* the block's small shared state */
-    float part[BN_MAX_B * BN_MAX_CHUNKS];
-    float rs[BN_MAX_B], xs[BN_MAX_B];
-    unsigned umax[BN_MAX_B * BN_WARPS];
-    int isum[BN_MAX_B * BN_WARPS];
-    int sumx[BN_MAX_B];
-    float sc[2][BN_MAX_ROWS];         /* this phase's weight scales (up rows: [1]) */
-    float xsh[BN_MAX_B][BN_MAX_ROWS]; /* this block's rows of x (it alone writes them) */
-    float red[BN_WARPS];
-    float sum;
-    int pos[BN_MAX_B];
-};
 
 /* lk_rmsnorm_quantize of NB rows of n f32 (src, row stride ld) with the
  * weight w (NULL: none): the codes into the planes X (plane t of row b,
  * word j: bytes q[16 j + 4 e + t], e = 0..3, zero past n, nw words a
- * plane), the scales into S.xs and each row's sum of codes into S.sumx.
- * The rows and the weight arrive in one round trip (asynchronous copies);
- * the phase's weight scales are loaded with them (kind: bn_kind_of). */
+ * plane), the scales into S.xs and each warp's sum of a row's codes into
+ * S.isum.
+ * The rows arrive in one round trip (asynchronous copies), and so do the
+ * phase's weight scales requested before the barrier (bn_scales). */
 template <int NB>
 __device__ __noinline__ void bn_norm(const bn_kargs &a, const float *src, int64_t ld, int n,
-                                     const float *wsm, const bn_proj *P, int kind, float *rowbuf,
-                                     int32_t *X, bn_sm &S)
+                                     const float *wsm, float *rowbuf, int32_t *X, bn_sm &S)
 {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, np = a.np;
     const int nw = (n + 15) / 16, nwp = bn_nwp(nw);
 #pragma unroll
     for (int b = 0; b < NB; b++)
         bn_cp_row(rowbuf + b * np, src + b * ld, n);
-    {   /* the scales of the rows this block will compute (and of the up
-         * rows of kind 2), stored once the copies are in */
-        const bn_kind K = bn_kind_of(a, kind);
-        int r0, r1;
-        bn_split(K.n, blockIdx.x, gridDim.x, r0, r1);
-        float s0 = 0.0f, s1 = 0.0f;
-        if (tid < r1 - r0) {
-            s0 = P->s[P->per_row ? K.row0 + r0 + tid : 0];
-            if (kind == 2)
-                s1 = P->s[P->per_row ? a.ffn + r0 + tid : 0];
-        }
-        bn_cp_wait();
-        if (tid < r1 - r0)
-            S.sc[0][tid] = s0, S.sc[1][tid] = s1;
-    }
-    __syncthreads();
+    bn_cp_wait();
+    bn_sync();
+    bn_mark(S, BN_P_ROWS);
     const int nch = (n + LK_CHUNK - 1) / LK_CHUNK;
     for (int wc = warp; wc < NB * nch; wc += BN_WARPS) {
         const int b = wc / nch, c = wc % nch;
@@ -407,75 +456,84 @@ __device__ __noinline__ void bn_norm(const bn_kargs &a, const float *src, int64_
         if (lane == 0)
             S.part[b * BN_MAX_CHUNKS + c] = p;
     }
-    __syncthreads();
-    if (tid < NB) {
-        const float ss = bn_tree4(S.part + tid * BN_MAX_CHUNKS, nch);
-        S.rs[tid] = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, __int2float_rn(n)), a.eps)));
-    }
-    __syncthreads();
-    /* y_i = (x_i r) w_i, kept in rowbuf; amax on the bit patterns */
+    bn_sync();
+    bn_mark(S, BN_P_LANES);
+    /* y_i = (x_i r) w_i, kept in rowbuf; amax on the bit patterns.  Every
+     * thread folds the chunk partials and takes 1 / rms itself (the same
+     * steps on the same values: one barrier less than one thread doing it).
+     * The rows go side by side through each loop (independent chains). */
+    float r[NB];
+    unsigned m[NB];
 #pragma unroll
     for (int b = 0; b < NB; b++) {
-        float *yr = rowbuf + b * np;
-        const float r = S.rs[b];
-        unsigned m = 0u;
-        for (int i = tid; i < n; i += BN_THREADS) {
-            float y = __fmul_rn(yr[i], r);
+        const float ss = bn_tree4(S.part + b * BN_MAX_CHUNKS, nch);
+        r[b] = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, __int2float_rn(n)), a.eps)));
+        m[b] = 0u;
+    }
+    for (int i = tid; i < n; i += BN_THREADS) {
+        const float wv = wsm ? wsm[i] : 0.0f;
+#pragma unroll
+        for (int b = 0; b < NB; b++) {
+            float *yr = rowbuf + b * np;
+            float y = __fmul_rn(yr[i], r[b]);
             if (wsm)
-                y = __fmul_rn(y, wsm[i]);
+                y = __fmul_rn(y, wv);
             yr[i] = y;
-            m = max(m, lk_qa_bits(y));
+            m[b] = max(m[b], lk_qa_bits(y));
         }
-        m = lk_qa_warp_max(m);
-        if (lane == 0)
-            S.umax[b * BN_WARPS + warp] = m;
     }
-    __syncthreads();
-    if (warp < NB) { /* warp b folds row b's warp maxima */
-        const unsigned m = lk_qa_warp_max(lane < BN_WARPS ? S.umax[warp * BN_WARPS + lane] : 0u);
-        if (lane == 0)
-            S.xs[warp] = __fdiv_rn(127.0f, lk_maximum(lk_qa_amax(m), LK_QUANT_EPS));
-    }
-    __syncthreads();
-    /* code k into byte (k % 16) / 4 of word k / 16 of plane k % 4: a
-     * thread per element, so a warp reads 32 consecutive floats */
 #pragma unroll
     for (int b = 0; b < NB; b++) {
-        const float *yr = rowbuf + b * np;
-        const float s = S.xs[b];
-        int8_t *xb = (int8_t *)(X + b * 4 * nwp);
-        int sq = 0;
-        for (int k = tid; k < 16 * nw; k += BN_THREADS) {
-            const int q = k < n ? lk_qa_q8(__fmul_rn(yr[k], s)) : 0;
-            sq += q;
-            xb[4 * ((k & 3) * nwp + (k >> 4)) + ((k >> 2) & 3)] = (int8_t)q;
+        m[b] = lk_qa_warp_max(m[b]);
+        if (lane == 0)
+            S.umax[b * BN_WARPS + warp] = m[b];
+    }
+    bn_sync();
+    /* code k into byte (k % 16) / 4 of word k / 16 of plane k % 4: a
+     * thread per element (the one that stored y_k), so a warp reads 32
+     * consecutive floats; every warp folds the warp maxima itself */
+    float sc[NB];
+    int sq[NB];
+#pragma unroll
+    for (int b = 0; b < NB; b++) {
+        const unsigned mx = lk_qa_warp_max(lane < BN_WARPS ? S.umax[b * BN_WARPS + lane] : 0u);
+        sc[b] = __fdiv_rn(127.0f, lk_maximum(lk_qa_amax(mx), LK_QUANT_EPS));
+        if (tid == 0)
+            S.xs[b] = sc[b];
+        sq[b] = 0;
+    }
+    for (int k = tid; k < 16 * nw; k += BN_THREADS) {
+        const int at = 4 * ((k & 3) * nwp + (k >> 4)) + ((k >> 2) & 3);
+#pragma unroll
+        for (int b = 0; b < NB; b++) {
+            const int q = k < n ? lk_qa_q8(__fmul_rn(rowbuf[b * np + k], sc[b])) : 0;
+            sq[b] += q;
+            ((int8_t *)(X + b * 4 * nwp))[at] = (int8_t)q;
         }
-        sq = __reduce_add_sync(LK_FULL_MASK, sq);
-        if (lane == 0)
-            S.isum[b * BN_WARPS + warp] = sq;
     }
-    __syncthreads();
-    if (warp < NB) {
-        const int q = __reduce_add_sync(LK_FULL_MASK, lane < BN_WARPS ? S.isum[warp * BN_WARPS + lane] : 0);
+#pragma unroll
+    for (int b = 0; b < NB; b++) {
+        sq[b] = __reduce_add_sync(LK_FULL_MASK, sq[b]);
         if (lane == 0)
-            S.sumx[warp] = q;
+            S.isum[b * BN_WARPS + warp] = sq[b];
     }
-    __syncthreads();
+    bn_sync();
+    bn_mark(S, BN_P_QUANT);
 }
 
 /* ------------------------------------------------------------ the GEMV */
 
 /* G rows of a warp's share at once, rows rb, rb + 16, ...: their loads
  * overlap.  The dot products are sum (code) x over the warp minus sum x
- * (S.sumx: exact; with K <= 16384 no partial sum leaves int32).  Lane
+ * (sumx: exact; with K <= 16384 no partial sum leaves int32).  Lane
  * g NB + b stores row g for sequence b (see bn_rows). */
-template <int NB, int G>
-__device__ __forceinline__ void bn_group(const bn_kargs &a, int kind, const bn_kind &K, int nwp,
+template <int NB, int G, int KIND>
+__device__ __forceinline__ void bn_group(const bn_kargs &a, const bn_kind &K, int nwp,
                                          const uint8_t *w, const uint8_t *w2, const int32_t *X,
-                                         bn_sm &S, int r0, int rb)
+                                         bn_sm &S, const int *sumx, int r0, int rb)
 {
     const int lane = threadIdx.x & 31;
-    const bool gu = kind == 2;
+    constexpr bool gu = KIND == 2;
     int acc[G][NB], accu[G][NB];
 #pragma unroll
     for (int g = 0; g < G; g++)
@@ -488,6 +546,7 @@ __device__ __forceinline__ void bn_group(const bn_kargs &a, int kind, const bn_k
         wr[g] = (const uint32_t *)(w + (size_t)(rb + g * BN_WARPS) * K.pitch);
         ur[g] = (const uint32_t *)((gu ? w2 : w) + (size_t)(rb + g * BN_WARPS) * K.pitch);
     }
+#pragma unroll 4
     for (int j = lane; j < K.nw; j += 32) {
         uint32_t c[G], cu[G];
 #pragma unroll
@@ -529,12 +588,12 @@ __device__ __forceinline__ void bn_group(const bn_kargs &a, int kind, const bn_k
             if (lane != g * NB + b)
                 continue;
             const int r = rb + g * BN_WARPS, i = r0 + r;
-            const float v = lk_qgemm_value(acc[g][b] - S.sumx[b], S.xs[b], S.sc[0][r]);
-            if (kind == 0) {
+            const float v = lk_qgemm_value(acc[g][b] - sumx[b], S.xs[b], S.sc[0][r]);
+            if (KIND == 0) {
                 a.qkv[(size_t)b * (a.qd + 2 * a.kvd) + i] = lk_canon_f32(v);
             } else if (gu) {
                 const float uv =
-                    lk_canon_f32(lk_qgemm_value(accu[g][b] - S.sumx[b], S.xs[b], S.sc[1][r]));
+                    lk_canon_f32(lk_qgemm_value(accu[g][b] - sumx[b], S.xs[b], S.sc[1][r]));
                 a.g[(size_t)b * a.ffn + i] = lk_canon_f32(__fmul_rn(lk_cu_relu2(lk_canon_f32(v)), uv));
             } else {
                 const float x = lk_canon_f32(__fadd_rn(S.xsh[b][r], v));
@@ -544,108 +603,149 @@ __device__ __forceinline__ void bn_group(const bn_kargs &a, int kind, const bn_k
         }
 }
 
-/* This block's rows of projection `kind` (0 qkv, 1 o, 2 gate with its up
+/* This block's rows of projection KIND (0 qkv, 1 o, 2 gate with its up
  * rows at w2, 4 down) from its slab w, two rows a warp at once where it
  * has two.  Stores: 0 into QKV, 1 and 4 added to x (lk_ternary_linear's
  * LK_GEMM_ACCUMULATE, the old value from the block's shadow of its rows),
  * 2 the gated product into G (the gate and up values as
- * lk_ternary_linear stores them, then lk_glu's steps). */
-template <int NB>
-__device__ __noinline__ void bn_rows(const bn_kargs &a, int kind, const uint8_t *w,
-                                     const uint8_t *w2, const int32_t *X, bn_sm &S)
+ * lk_ternary_linear stores them, then lk_glu's steps).  A template per
+ * kind: no branches on it in the dot products' loop. */
+template <int NB, int KIND>
+__device__ __noinline__ void bn_rows(const bn_kargs &a, const uint8_t *w, const uint8_t *w2,
+                                     const int32_t *X, bn_sm &S)
 {
-    const int warp = threadIdx.x >> 5;
-    const bn_kind K = bn_kind_of(a, kind);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const bn_kind K = bn_kind_of(a, KIND);
     const int nwp = bn_nwp(K.nw);
     int r0, r1;
     bn_split(K.n, blockIdx.x, gridDim.x, r0, r1);
+    int sumx[NB]; /* each row's sum of codes, from the norm's warp sums */
+#pragma unroll
+    for (int b = 0; b < NB; b++)
+        sumx[b] = __reduce_add_sync(LK_FULL_MASK, lane < BN_WARPS ? S.isum[b * BN_WARPS + lane] : 0);
     const int rows = r1 - r0;
     for (int rb = warp; rb < rows; rb += 2 * BN_WARPS) {
         if (rb + BN_WARPS < rows)
-            bn_group<NB, 2>(a, kind, K, nwp, w, w2, X, S, r0, rb);
+            bn_group<NB, 2, KIND>(a, K, nwp, w, w2, X, S, sumx, r0, rb);
         else
-            bn_group<NB, 1>(a, kind, K, nwp, w, w2, X, S, r0, rb);
+            bn_group<NB, 1, KIND>(a, K, nwp, w, w2, X, S, sumx, r0, rb);
     }
 }
 
 /* ------------------------------------------------------------ attention */
 
+/* Attention's buffers in U and the layout of its key and value tiles. */
+struct bn_attn_buf {
+    float *qs, *ks, *vs, *kt, *vt, *e;
+    int ts, tk;
+    __device__ bn_attn_buf(const bn_kargs &a, float *U)
+    {
+        const int hd = a.hd;
+        ts = hd + 1, tk = a.attn_tk;
+        qs = U, ks = U + hd, vs = U + 2 * hd;
+        kt = U + 3 * hd;              /* tk x (hd + 1): conflict-free rows */
+        vt = kt + bn_round(tk * ts, 4); /* tk x hd */
+        e = vt + tk * hd;
+    }
+};
+
+/* The cached keys and values of rows j0 .. j0 + nt of item (b, h), other
+ * than this step's row p, into the tiles: thread t copies column t % hd of
+ * every (512 / hd)-th row (asynchronous copies, in by the next wait). */
+__device__ __forceinline__ void bn_attn_fetch(const bn_kargs &a, const bn_layer &L,
+                                              const bn_attn_buf &T, int b, int h, int p, int j0,
+                                              int nt)
+{
+    const int tid = threadIdx.x, hd = a.hd, gk = h / (a.nh / a.nkv);
+    const int col = tid % hd, rstep = BN_THREADS / hd, row1 = tid / hd;
+    if (row1 >= rstep)
+        return;
+    const float *kbase = L.kv + (size_t)b * a.ctx * (size_t)L.kvld + gk * hd;
+    const float *vbase = kbase + a.kvd;
+#pragma unroll 1
+    for (int jj = row1; jj < nt; jj += rstep) {
+        const int j = j0 + jj;
+        if (j != p) {
+            bn_cp4(T.kt + jj * T.ts + col, kbase + (size_t)j * L.kvld + col);
+            bn_cp4(T.vt + jj * hd + col, vbase + (size_t)j * L.kvld + col);
+        }
+    }
+}
+
+/* The first tile of this block's first attention item, requested before
+ * the barrier that ends the q/k/v phase: the cache's earlier rows do not
+ * depend on it, and their HBM round trip then overlaps the barrier. */
+__device__ __noinline__ void bn_attn_prefetch(const bn_kargs &a, const bn_layer &L, float *U,
+                                              const bn_sm &S)
+{
+    const int it = blockIdx.x; /* < NB nh: the caller checks */
+    const int b = it / a.nh, h = it % a.nh, p = S.pos[b], n = p + 1;
+    const bn_attn_buf T(a, U);
+    bn_attn_fetch(a, L, T, b, h, p, 0, n < T.tk ? n : T.tk);
+}
+
 /* Query head h of sequence b at position p (section 12.3 over cache rows
  * b ctx .. b ctx + p).  q, k and v of this step and the first tile of
- * cached keys and values arrive in one round trip; row p of the cache is
- * this step's key and value, taken from shared memory (the block that
- * stores it may not have yet). */
+ * cached keys and values arrive in one round trip (the tile's copies
+ * already requested when `prefetched`); row p of the cache is this step's
+ * key and value, taken from shared memory (the block that stores it may
+ * not have yet). */
 __device__ __noinline__ void bn_attention(const bn_kargs &a, const bn_layer &L, int b, int h,
-                                          int p, float lt, float *U, bn_sm &S)
+                                          int p, bool prefetched, float *U, bn_sm &S)
 {
     const int tid = threadIdx.x, hd = a.hd, grp = a.nh / a.nkv, gk = h / grp;
-    const int stride = a.qd + 2 * a.kvd, ts = hd + 1, tk = a.attn_tk, n = p + 1;
+    const int stride = a.qd + 2 * a.kvd, n = p + 1;
+    const bn_attn_buf T(a, U);
+    const int ts = T.ts, tk = T.tk;
+    float *qs = T.qs, *ks = T.ks, *vs = T.vs, *kt = T.kt, *vt = T.vt, *e = T.e;
     const float *qrow = a.qkv + (size_t)b * stride + h * hd;
     const float *krow = a.qkv + (size_t)b * stride + a.qd + gk * hd;
     const float *vrow = krow + a.kvd;
-    float *qs = U, *ks = U + hd, *vs = U + 2 * hd;
-    float *kt = U + 3 * hd;                     /* tk x (hd + 1): conflict-free rows */
-    float *vt = kt + bn_round(tk * ts, 4);      /* tk x hd */
-    float *e = vt + tk * hd;
-    const float *kbase = L.kv + (size_t)b * a.ctx * (size_t)L.kvld + gk * hd;
-    const float *vbase = kbase + a.kvd;
 
-    /* keys and values of tile j0 (rows other than p) into kt and vt: thread
-     * t copies column t % hd of every (512 / hd)-th row; row p (this
-     * step's) comes from ks and vs once the copies are in */
-    const int col = tid % hd, rstep = BN_THREADS / hd, row1 = tid / hd;
-    auto fetch = [&](int j0, int nt) {
-        if (row1 >= rstep)
-            return;
-#pragma unroll 1
-        for (int jj = row1; jj < nt; jj += rstep) {
-            const int j = j0 + jj;
-            if (j != p) {
-                bn_cp4(kt + jj * ts + col, kbase + (size_t)j * L.kvld + col);
-                bn_cp4(vt + jj * hd + col, vbase + (size_t)j * L.kvld + col);
-            }
-        }
-    };
     bn_cp_row(qs, qrow, hd);
     bn_cp_row(ks, krow, hd);
     bn_cp_row(vs, vrow, hd);
-    fetch(0, n < tk ? n : tk);
+    if (!prefetched)
+        bn_attn_fetch(a, L, T, b, h, p, 0, n < tk ? n : tk);
     bn_cp_wait();
-    __syncthreads();
+    bn_sync();
+    /* RoPE of pair i (S's table), and the thread that rotates k's pair
+     * stores it and v's pair: into the cache row (one block per kv head)
+     * and into the tile's row p */
+    const size_t crow = ((size_t)b * a.ctx + p) * (size_t)L.kvld;
+    const bool store = h % grp == 0, intile = p < tk;
     for (int i = tid; i < hd / 2; i += BN_THREADS) {
         const int i0 = (int)lk_rope_i0(i, a.rope_il), i1 = (int)lk_rope_i1(i, hd, a.rope_il);
-        float s, c, y0, y1;
-        lk_rope_sincos(p, lk_rope_inv_freq(i, hd, lt), &s, &c);
+        const float s = S.rsin[b][i], c = S.rcos[b][i];
+        float y0, y1;
         lk_rope_rotate(qs[i0], qs[i1], s, c, &y0, &y1);
         qs[i0] = lk_canon_f32(y0), qs[i1] = lk_canon_f32(y1);
         lk_rope_rotate(ks[i0], ks[i1], s, c, &y0, &y1);
-        ks[i0] = lk_canon_f32(y0), ks[i1] = lk_canon_f32(y1);
-    }
-    __syncthreads();
-    const size_t crow = ((size_t)b * a.ctx + p) * (size_t)L.kvld;
-    for (int i = tid; i < hd; i += BN_THREADS) {
-        if (h % grp == 0) { /* one block per kv head stores the cache row */
-            L.kv[crow + gk * hd + i] = ks[i];
-            L.kv[crow + a.kvd + gk * hd + i] = vs[i];
+        y0 = lk_canon_f32(y0), y1 = lk_canon_f32(y1);
+        ks[i0] = y0, ks[i1] = y1;
+        const float v0 = vs[i0], v1 = vs[i1];
+        if (store) {
+            L.kv[crow + gk * hd + i0] = y0, L.kv[crow + gk * hd + i1] = y1;
+            L.kv[crow + a.kvd + gk * hd + i0] = v0, L.kv[crow + a.kvd + gk * hd + i1] = v1;
         }
-        if (p < tk) {
-            kt[p * ts + i] = ks[i];
-            vt[p * hd + i] = vs[i];
+        if (intile) {
+            kt[p * ts + i0] = y0, kt[p * ts + i1] = y1;
+            vt[p * hd + i0] = v0, vt[p * hd + i1] = v1;
         }
     }
-    __syncthreads();
+    bn_sync();
 
     /* a later tile of a long context (the first one is in place) */
     auto tile = [&](int j0, int nt) {
-        __syncthreads();
-        fetch(j0, nt);
+        bn_sync();
+        bn_attn_fetch(a, L, T, b, h, p, j0, nt);
         bn_cp_wait();
         if (p >= j0 && p < j0 + nt)
             for (int i = tid; i < hd; i += BN_THREADS) {
                 kt[(p - j0) * ts + i] = ks[i];
                 vt[(p - j0) * hd + i] = vs[i];
             }
-        __syncthreads();
+        bn_sync();
     };
 
     /* scores s_j = dot(q, k_j) * scale */
@@ -668,7 +768,7 @@ __device__ __noinline__ void bn_attention(const bn_kargs &a, const bn_layer &L, 
             e[j0 + jj] = __fmul_rn(total, a.scale);
         }
     }
-    __syncthreads();
+    bn_sync();
     /* softmax over the n scores */
     float m = -INFINITY; /* maximum's identity (a NaN still wins) */
     for (int j = tid; j < n; j += BN_THREADS)
@@ -676,25 +776,23 @@ __device__ __noinline__ void bn_attention(const bn_kargs &a, const bn_layer &L, 
     m = lk_warp_maximum(m);
     if ((tid & 31) == 0)
         S.red[tid >> 5] = m;
-    __syncthreads();
+    bn_sync();
     m = S.red[0];
     for (int i = 1; i < BN_WARPS; i++)
         m = lk_maximum(m, S.red[i]);
     for (int j = tid; j < n; j += BN_THREADS)
         e[j] = lk_cu_exp(__fsub_rn(e[j], m));
-    __syncthreads();
+    bn_sync();
     if (tid < 32) {
         const float s = lk_warp_chunk<false>(lk_f32_src{e}, 0, n);
         if (tid == 0)
             S.sum = s;
     }
-    __syncthreads();
+    bn_sync();
+    /* out_i = dot over j of p_j v_j,i in KB blocks, p_j = e_j r rounded as
+     * softmax stores it (taken where it is used): a long context's first
+     * tile again, then the others (a short one's is in place) */
     const float r = __fdiv_rn(1.0f, S.sum);
-    for (int j = tid; j < n; j += BN_THREADS)
-        e[j] = __fmul_rn(e[j], r);
-    __syncthreads();
-    /* out_i = dot over j of p_j v_j,i in KB blocks: a long context's
-     * first tile again, then the others (a short one's is in place) */
     float acc = 0.0f, total = 0.0f;
 #pragma unroll 1
     for (int j0 = 0; j0 < n; j0 += tk) {
@@ -708,67 +806,112 @@ __device__ __noinline__ void bn_attention(const bn_kargs &a, const bn_layer &L, 
                     total = j == LK_KB ? acc : __fadd_rn(total, acc);
                     acc = 0.0f;
                 }
-                acc = __fmaf_rn(e[j], vt[jj * hd + tid], acc);
+                acc = __fmaf_rn(__fmul_rn(e[j], r), vt[jj * hd + tid], acc);
             }
     }
     if (tid < hd) {
         total = n <= LK_KB ? acc : __fadd_rn(total, acc);
         a.att[(size_t)b * a.qd + h * hd + tid] = lk_canon_f32(total);
     }
-    __syncthreads();
+    bn_sync();
+}
+
+/* The profile over every block of the launch: each adds its buckets to
+ * bn_prof_*, the last one to finish prints the mean and the largest a
+ * layer, then resets the sums for the next launch. */
+__device__ __noinline__ void bn_profile_report(const bn_sm &S, int nl, int nb)
+{
+    for (int k = 0; k < BN_PB; k++) {
+        atomicAdd(&bn_prof_sum[k], S.tp[k]);
+        atomicMax(&bn_prof_max[k], S.tp[k]);
+    }
+    __threadfence();
+    if (atomicAdd(&bn_prof_done, 1u) != gridDim.x - 1)
+        return;
+    __threadfence();
+    double mean[BN_PB], mx[BN_PB]; /* BN_PB == 9 below */
+    for (int k = 0; k < BN_PB; k++) {
+        mean[k] = (double)atomicExch(&bn_prof_sum[k], 0ull) / gridDim.x / nl * 1e-3;
+        mx[k] = (double)atomicExch(&bn_prof_max[k], 0ull) / nl * 1e-3;
+    }
+    atomicExch(&bn_prof_done, 0u);
+    printf("lk_bitnet_decode profile B=%d, %d layers, %d blocks, us a layer, mean (max over "
+           "blocks): other %.2f (%.2f) weight-waits %.2f (%.2f) rows-in %.2f (%.2f) lane-sums "
+           "%.2f (%.2f) quantise %.2f (%.2f) dots %.2f (%.2f) barriers %.2f (%.2f) attention "
+           "%.2f (%.2f) arrive %.2f (%.2f)\n",
+           nb, nl, (int)gridDim.x, mean[0], mx[0], mean[1], mx[1], mean[2], mx[2], mean[3], mx[3],
+           mean[4], mx[4], mean[5], mx[5], mean[6], mx[6], mean[7], mx[7], mean[8], mx[8]);
 }
 
 #endif /* LK_BN_BODY */
 
 /* Shared memory: [the weight ring | the quantised planes, NB x kp bytes |
  * the union: the norm's f32 rows and weight, or one attention item's
- * buffers]. */
+ * buffers].  Warps 0-15 compute, warp 16 streams the weights. */
 template <int NB>
-__global__ void __launch_bounds__(BN_THREADS, 1) bn_kernel(const __grid_constant__ bn_kargs a)
+__global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__ bn_kargs ka)
 {
 #if LK_BN_BODY
-    __shared__ __align__(8) uint64_t bars[BN_SLOTS];
+    __shared__ __align__(8) uint64_t bars[2 * BN_SLOTS]; /* full, then empty */
     __shared__ uint32_t slot_off[BN_SLOTS];
     __shared__ bn_sm S;
+    /* the arguments, read everywhere: through a reference a parameter is
+     * read with generic loads, an L2 round trip on each of the phase
+     * ends' critical paths; from shared memory a few cycles */
+    __shared__ __align__(16) bn_kargs A;
     extern __shared__ __align__(1024) unsigned char bn_smem[];
     const int tid = threadIdx.x;
+    for (int i = tid; i < (int)(sizeof(bn_kargs) / 4); i += BN_BLOCK)
+        ((uint32_t *)&A)[i] = ((const uint32_t *)&ka)[i];
+    const bn_kargs &a = A;
     unsigned char *ring = bn_smem;
-    int32_t *X = (int32_t *)(bn_smem + a.ring);
-    float *U = (float *)(bn_smem + a.ring + NB * (a.kp + 512));
-    const uint32_t bars0 = lk_smem_addr(bars);
+    int32_t *X = (int32_t *)(bn_smem + ka.ring);
+    float *U = (float *)(bn_smem + ka.ring + NB * (ka.kp + 512));
+    const uint32_t full = lk_smem_addr(bars), empty = full + 8 * BN_SLOTS;
 
     if (tid == 0) {
-        for (int s = 0; s < BN_SLOTS; s++)
-            lk_mbar_init(bars0 + 8 * s, 1);
+        for (int s = 0; s < 2 * BN_SLOTS; s++)
+            lk_mbar_init(full + 8 * s, 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     if (tid < NB)
-        S.pos[tid] = a.pos[tid * a.ldp];
+        S.pos[tid] = ka.pos[tid * ka.ldp];
     /* every block checks the positions (a bad one can only come inside a
      * captured graph; the core checks them otherwise): one outside
      * [0, ctx) stops every block before anything is written, and the
      * queue's record makes the next sync report it (set 3) */
-    if (lk_index_first_bad(a.pos, a.ldp, NB, a.ctx, 3, a.rec) >= 0)
-        return;
+    if (lk_index_first_bad(ka.pos, ka.ldp, NB, ka.ctx, 3, ka.rec) >= 0)
+        return; /* (its __syncthreads also made A and the mbarriers visible) */
 
-    bn_ctl C;
-    if (tid == 0) {
-        memset(&C, 0, sizeof C);
-        C.prof = a.prof && blockIdx.x < 2;
-        C.base = lk_smem_addr(ring);
-        C.size = (uint32_t)a.ring;
-        C.total = BN_LOADS * a.nl;
-        bn_mark(C, 0);
-        bn_pump(a, C, bars0, slot_off);
+    if (tid >= BN_THREADS) { /* the weight warp */
+        if (tid == BN_THREADS)
+            bn_producer(a, lk_smem_addr(ring), (uint32_t)a.ring, full, empty, slot_off);
+        return;
     }
+    bn_ctl C;
+    C.freed = 0;
+    if (tid == 0) {
+        S.prof = a.prof;
+        for (int k = 0; k < BN_PB; k++)
+            S.tp[k] = 0;
+        S.tmark = a.prof ? lk_global_ns() : 0;
+    }
+    bn_scales(a, a.L[0].qkv, 0, S);
     {   /* the block's rows of x, which it alone updates (o and down) */
         int r0, r1;
         bn_split(a.dim, blockIdx.x, gridDim.x, r0, r1);
         for (int i = tid; i < NB * (r1 - r0); i += BN_THREADS)
             S.xsh[i / (r1 - r0)][i % (r1 - r0)] = a.x[(i / (r1 - r0)) * a.ldx + r0 + i % (r1 - r0)];
     }
-    const float lt = lk_logf(a.theta);
-    int ld = 0; /* weight loads so far */
+    {   /* RoPE's table for this step's positions */
+        const float lt = lk_logf(a.theta);
+        const int hp = a.hd / 2;
+        for (int i = tid; i < NB * hp; i += BN_THREADS)
+            lk_rope_sincos(S.pos[i / hp], lk_rope_inv_freq(i % hp, a.hd, lt), &S.rsin[i / hp][i % hp],
+                           &S.rcos[i / hp][i % hp]);
+    }
+    int ld = 0;          /* weight loads so far */
+    unsigned target = 0; /* the barrier thread's: the arrivals the next barrier waits for */
 
     for (int l = 0; l < a.nl; l++) {
         const bn_layer &L = a.L[l];
@@ -776,51 +919,57 @@ __global__ void __launch_bounds__(BN_THREADS, 1) bn_kernel(const __grid_constant
 
         /* 1: x -> QKV */
         {
-            const uint8_t *w = bn_slab(C, bars0, slot_off, ring, ld);
-            bn_norm<NB>(a, a.x, a.ldx, a.dim, L.an ? bn_wsm(a, 0, w) : nullptr, &L.qkv, 0, U, X, S);
-            bn_rows<NB>(a, 0, w, nullptr, X, S);
+            const uint8_t *w = bn_slab(S, full, slot_off, ring, ld);
+            bn_norm<NB>(a, a.x, a.ldx, a.dim, L.an ? bn_wsm(a, 0, w) : nullptr, U, X, S);
+            bn_rows<NB, 0>(a, w, nullptr, X, S);
         }
-        bn_phase_end(a, C, bars0, slot_off, 1, true, 2);
+        bn_phase_end(a, C, S, empty, 1, true, BN_P_DOTS, &L.o, 1, target);
+        if (blockIdx.x < NB * a.nh)
+            bn_attn_prefetch(a, L, U, S);
+        bn_phase_wait(a, S, target);
         ld++;
 
         /* 2: RoPE, the cache row, attention -> ATT */
         for (int it = blockIdx.x; it < NB * a.nh; it += gridDim.x)
-            bn_attention(a, L, it / a.nh, it % a.nh, S.pos[it / a.nh], lt, U, S);
-        bn_phase_end(a, C, bars0, slot_off, 0, true, 3);
+            bn_attention(a, L, it / a.nh, it % a.nh, S.pos[it / a.nh], it == (int)blockIdx.x, U, S);
+        bn_phase_end(a, C, S, empty, 0, true, BN_P_ATTN, nullptr, 0, target);
+        bn_phase_wait(a, S, target);
 
         /* 3: ATT -> x += o */
         {
-            const uint8_t *w = bn_slab(C, bars0, slot_off, ring, ld);
-            bn_norm<NB>(a, a.att, a.qd, a.qd, L.asn ? bn_wsm(a, 1, w) : nullptr, &L.o, 1, U, X, S);
-            bn_rows<NB>(a, 1, w, nullptr, X, S);
+            const uint8_t *w = bn_slab(S, full, slot_off, ring, ld);
+            bn_norm<NB>(a, a.att, a.qd, a.qd, L.asn ? bn_wsm(a, 1, w) : nullptr, U, X, S);
+            bn_rows<NB, 1>(a, w, nullptr, X, S);
         }
-        bn_phase_end(a, C, bars0, slot_off, 1, true, 2);
+        bn_phase_end(a, C, S, empty, 1, true, BN_P_DOTS, &L.gu, 2, target);
+        bn_phase_wait(a, S, target);
         ld++;
 
         /* 4: x -> G = relu(gate)^2 * up */
         {
-            const uint8_t *wg = bn_slab(C, bars0, slot_off, ring, ld);
-            const uint8_t *wu = bn_slab(C, bars0, slot_off, ring, ld + 1);
-            bn_norm<NB>(a, a.x, a.ldx, a.dim, L.fn ? bn_wsm(a, 3, wu) : nullptr, &L.gu, 2, U, X, S);
-            bn_rows<NB>(a, 2, wg, wu, X, S);
+            const uint8_t *wg = bn_slab(S, full, slot_off, ring, ld);
+            const uint8_t *wu = bn_slab(S, full, slot_off, ring, ld + 1);
+            bn_norm<NB>(a, a.x, a.ldx, a.dim, L.fn ? bn_wsm(a, 3, wu) : nullptr, U, X, S);
+            bn_rows<NB, 2>(a, wg, wu, X, S);
         }
-        bn_phase_end(a, C, bars0, slot_off, 2, true, 2);
+        bn_phase_end(a, C, S, empty, 2, true, BN_P_DOTS, &L.dn, 4, target);
+        bn_phase_wait(a, S, target);
         ld += 2;
 
         /* 5: G -> x += down */
         {
-            const uint8_t *w = bn_slab(C, bars0, slot_off, ring, ld);
-            bn_norm<NB>(a, a.g, a.ffn, a.ffn, L.fsn ? bn_wsm(a, 4, w) : nullptr, &L.dn, 4, U, X, S);
-            bn_rows<NB>(a, 4, w, nullptr, X, S);
+            const uint8_t *w = bn_slab(S, full, slot_off, ring, ld);
+            bn_norm<NB>(a, a.g, a.ffn, a.ffn, L.fsn ? bn_wsm(a, 4, w) : nullptr, U, X, S);
+            bn_rows<NB, 4>(a, w, nullptr, X, S);
         }
-        bn_phase_end(a, C, bars0, slot_off, 1, !last, 2);
+        bn_phase_end(a, C, S, empty, 1, !last, BN_P_DOTS,
+                     last ? nullptr : &a.L[l + 1].qkv, 0, target);
+        if (!last)
+            bn_phase_wait(a, S, target);
         ld++;
     }
-    if (tid == 0 && C.prof)
-        printf("lk_bitnet_decode block %d, %d layers: before the weights %.1f us, weight waits "
-               "%.1f, norms and dots %.1f, attention %.1f, barriers %.1f (globaltimer)\n",
-               (int)blockIdx.x, a.nl, C.tp[0] * 1e-3, C.tp[1] * 1e-3, C.tp[2] * 1e-3,
-               C.tp[3] * 1e-3, C.tp[4] * 1e-3);
+    if (tid == 0 && S.prof)
+        bn_profile_report(S, a.nl, NB);
 #endif
 }
 
@@ -992,7 +1141,7 @@ extern "C" lk_status lk_cuda_bitnet_setup(lk_cuda_device *dev)
         int per_sm = 0;
         ok = cudaFuncSetAttribute(bn_kernel_for(nb), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)I.dyn_max) == cudaSuccess &&
-             cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bn_kernel_for(nb), BN_THREADS,
+             cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bn_kernel_for(nb), BN_BLOCK,
                                                            I.dyn_max) == cudaSuccess &&
              per_sm >= 1;
     }
@@ -1043,7 +1192,7 @@ extern "C" lk_status lk_cuda_bitnet_decode(void *queue, const lk_bitnet_args *a)
             attr[0].val.cooperative = 1;
             cudaLaunchConfig_t cfg = {};
             cfg.gridDim = dim3(nb);
-            cfg.blockDim = dim3(BN_THREADS);
+            cfg.blockDim = dim3(BN_BLOCK);
             cfg.dynamicSmemBytes = dyn;
             cfg.stream = op.stream();
             cfg.attrs = attr;
