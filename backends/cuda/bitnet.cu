@@ -253,7 +253,36 @@ struct bn_sm { /* the block's small shared state */
     float rsin[BN_MAX_B][BN_MAX_HD / 2], rcos[BN_MAX_B][BN_MAX_HD / 2];
     unsigned long long tp[BN_PB], tmark; /* the profile (thread 0) */
     int prof;
+    /* bytes of the ring this block's share of projection kind k takes, and
+     * of the norm weight that rides with it (both 128-byte rounded) */
+    uint32_t szk[BN_LOADS], nbk[BN_LOADS];
 };
+
+/* The norm weight before load kind k of layer L (NULL: none). */
+__device__ __forceinline__ const float *bn_norm_weight(const bn_layer &L, int k)
+{
+    return k == 0 ? L.an : k == 1 ? L.asn : k == 2 || k == 3 ? L.fn : L.fsn;
+}
+
+/* Where in the ring the load group starting at load i goes (a gate load
+ * takes its up load along: one phase needs both, so they are placed
+ * together; else the up rows could wait for room that only the gate phase
+ * frees): its start, the next group's head, and its bytes.  A function of
+ * the sizes alone, so the weight warp and the compute warps each compute
+ * it (the compute side needs no offsets from the weight warp). */
+__device__ __forceinline__ uint64_t bn_place(const bn_kargs &a, const bn_sm &S, int i,
+                                             uint64_t &head, uint32_t &need)
+{
+    const int k0 = i % BN_LOADS;
+    need = S.szk[k0] + (k0 == 2 ? S.szk[3] : 0u) +
+           (bn_norm_weight(a.L[i / BN_LOADS], k0) ? S.nbk[k0] : 0u);
+    uint64_t start = head;
+    const uint32_t off = (uint32_t)(start % (uint32_t)a.ring);
+    if (off + need > (uint32_t)a.ring)
+        start += (uint32_t)a.ring - off;
+    head = start + need;
+    return start;
+}
 
 __device__ __forceinline__ void bn_mark(bn_sm &S, int kind)
 {
@@ -282,46 +311,25 @@ __device__ __forceinline__ void bn_scales(const bn_kargs &a, const bn_proj &P, i
 }
 
 /* The weight warp (lane 0): every load of the launch in order, each as
- * soon as the ring has room for it.  The ring is a lap of `size` bytes at
- * shared address `base`; head and tail count bytes over the launch, a
- * load that would wrap starts again at offset 0.  Load i lands on the
- * mbarrier full[i % BN_SLOTS]; the compute side arrives on empty[i %
- * BN_SLOTS] once it is done with it, and loads are freed in order.  Off
- * the compute warps' path: issuing a phase's copies took its thread 0
- * about 2 us, which every other warp waited for at the phase's end. */
-__device__ __noinline__ void bn_producer(const bn_kargs &a, uint32_t base, uint32_t size,
-                                         uint32_t full, uint32_t empty, uint32_t *slot_off)
+ * soon as the ring has room for it.  The ring is a lap of a.ring bytes at
+ * shared address `base`; head and tail count bytes over the launch
+ * (bn_place).  Load i lands on the mbarrier full[i % BN_SLOTS]; the
+ * compute side arrives on empty[i % BN_SLOTS] once it is done with it, and
+ * loads are freed in order.  Off the compute warps' path: issuing a
+ * phase's copies took its thread 0 about 2 us, which every other warp
+ * waited for at the phase's end. */
+__device__ __noinline__ void bn_producer(const bn_kargs &a, const bn_sm &S, uint32_t base,
+                                         uint32_t full, uint32_t empty)
 {
+    const uint32_t size = (uint32_t)a.ring;
     uint64_t head = 0, tail = 0, vend[BN_SLOTS];
     int freed = 0;
     const int total = BN_LOADS * a.nl;
     for (int i = 0; i < total;) {
-        /* a gate load takes its up load along: one phase needs both, so
-         * they are placed together (else the up rows could wait for room
-         * that only the gate phase frees) */
         const int k0 = i % BN_LOADS, nl = k0 == 2 ? 2 : 1;
         const bn_layer &L = a.L[i / BN_LOADS];
-        uint32_t bytes[2], sz[2], nbytes = 0;
-        const uint8_t *src[2];
-        /* the weight of the norm before the projection, after its rows */
-        const float *nw = k0 == 0 ? L.an : k0 == 1 ? L.asn : k0 == 2 ? L.fn : L.fsn;
-        if (nw)
-            nbytes = 4u * (uint32_t)(k0 == 1 ? a.qd : k0 == 4 ? a.ffn : a.dim);
-        for (int j = 0; j < nl; j++) {
-            const int k = k0 + j;
-            const bn_kind K = bn_kind_of(a, k);
-            const uint8_t *w = k == 0 ? L.qkv.w : k == 1 ? L.o.w : k == 4 ? L.dn.w : L.gu.w;
-            int r0, r1;
-            bn_split(K.n, blockIdx.x, gridDim.x, r0, r1);
-            src[j] = w + (size_t)(K.row0 + r0) * K.pitch;
-            bytes[j] = (uint32_t)(r1 - r0) * K.pitch;
-            sz[j] = (uint32_t)bn_round((int)bytes[j], 128);
-        }
-        const uint32_t need = sz[0] + (nl > 1 ? sz[1] : 0) + (uint32_t)bn_round((int)nbytes, 128);
-        uint64_t start = head;
-        const uint32_t off = (uint32_t)(start % size);
-        if (off + need > size)
-            start += size - off;
+        uint32_t need;
+        const uint64_t start = bn_place(a, S, i, head, need);
         for (;;) { /* room: slots and bytes, waiting for frees in order */
             if (i == freed)
                 tail = start; /* nothing live: the skipped end of the lap is free too */
@@ -331,32 +339,38 @@ __device__ __noinline__ void bn_producer(const bn_kargs &a, uint32_t base, uint3
             tail = vend[freed % BN_SLOTS];
             freed++;
         }
+        /* the weight of the norm before the projection, after its rows */
+        const float *nw = bn_norm_weight(L, k0);
+        const uint32_t nbytes = nw ? 4u * (uint32_t)(k0 == 1 ? a.qd : k0 == 4 ? a.ffn : a.dim) : 0u;
         uint64_t at = start;
         for (int j = 0; j < nl; j++) {
-            const int slot = (i + j) % BN_SLOTS;
-            const uint32_t dst = base + (uint32_t)(at % size);
-            const uint32_t bar = full + 8 * slot;
-            slot_off[slot] = (uint32_t)(at % size);
+            const int k = k0 + j, slot = (i + j) % BN_SLOTS;
+            const bn_kind K = bn_kind_of(a, k);
+            const uint8_t *w = k == 0 ? L.qkv.w : k == 1 ? L.o.w : k == 4 ? L.dn.w : L.gu.w;
+            int r0, r1;
+            bn_split(K.n, blockIdx.x, gridDim.x, r0, r1);
+            const uint8_t *src = w + (size_t)(K.row0 + r0) * K.pitch;
+            const uint32_t bytes = (uint32_t)(r1 - r0) * K.pitch;
+            const uint32_t dst = base + (uint32_t)(at % size), bar = full + 8 * slot;
             const uint32_t extra = j == nl - 1 ? nbytes : 0; /* the norm weight rides last */
-            lk_mbar_expect_tx(bar, bytes[j] + extra);
-            for (uint32_t o = 0; o < bytes[j]; o += BN_COPY_MAX) {
-                const uint32_t n = bytes[j] - o < BN_COPY_MAX ? bytes[j] - o : BN_COPY_MAX;
+            lk_mbar_expect_tx(bar, bytes + extra);
+            for (uint32_t o = 0; o < bytes; o += BN_COPY_MAX) {
+                const uint32_t n = bytes - o < BN_COPY_MAX ? bytes - o : BN_COPY_MAX;
                 asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
                              " [%0], [%1], %2, [%3];\n" ::"r"(dst + o),
-                             "l"(src[j] + o), "r"(n), "r"(bar)
+                             "l"(src + o), "r"(n), "r"(bar)
                              : "memory");
             }
-            at += sz[j];
+            at += S.szk[k];
             if (extra) {
                 asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
                              " [%0], [%1], %2, [%3];\n" ::"r"(base + (uint32_t)(at % size)),
                              "l"(nw), "r"(extra), "r"(bar)
                              : "memory");
-                at += (uint32_t)bn_round((int)extra, 128);
+                at += S.nbk[k0];
             }
             vend[slot] = at;
         }
-        head = at;
         i += nl;
     }
 }
@@ -397,13 +411,13 @@ __device__ __noinline__ void bn_phase_wait(const bn_kargs &a, bn_sm &S, unsigned
 }
 
 /* The slab of load i (every thread), once its bytes have landed. */
-__device__ __noinline__ const uint8_t *bn_slab(bn_sm &S, uint32_t bars, const uint32_t *slot_off,
-                                               const unsigned char *ring, int i)
+__device__ __noinline__ const uint8_t *bn_slab(bn_sm &S, uint32_t bars, const unsigned char *ring,
+                                               uint32_t off, int i)
 {
     bn_mark(S, BN_P_OTHER);
     lk_mbar_wait(bars + 8 * (i % BN_SLOTS), (unsigned)((i / BN_SLOTS) & 1));
     bn_mark(S, BN_P_WEIGHTS);
-    return ring + slot_off[i % BN_SLOTS];
+    return ring + off;
 }
 
 /* The norm weight that came with load kind k's rows (after them). */
@@ -853,7 +867,6 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
 {
 #if LK_BN_BODY
     __shared__ __align__(8) uint64_t bars[2 * BN_SLOTS]; /* full, then empty */
-    __shared__ uint32_t slot_off[BN_SLOTS];
     __shared__ bn_sm S;
     /* the arguments, read everywhere: through a reference a parameter is
      * read with generic loads, an L2 round trip on each of the phase
@@ -876,6 +889,13 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
     }
     if (tid < NB)
         S.pos[tid] = ka.pos[tid * ka.ldp];
+    if (tid < BN_LOADS) { /* the ring's sizes (bn_place) */
+        const bn_kind K = bn_kind_of(ka, tid);
+        int r0, r1;
+        bn_split(K.n, blockIdx.x, gridDim.x, r0, r1);
+        S.szk[tid] = (uint32_t)bn_round((r1 - r0) * K.pitch, 128);
+        S.nbk[tid] = (uint32_t)bn_round(4 * (tid == 1 ? ka.qd : tid == 4 ? ka.ffn : ka.dim), 128);
+    }
     /* every block checks the positions (a bad one can only come inside a
      * captured graph; the core checks them otherwise): one outside
      * [0, ctx) stops every block before anything is written, and the
@@ -885,7 +905,7 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
 
     if (tid >= BN_THREADS) { /* the weight warp */
         if (tid == BN_THREADS)
-            bn_producer(a, lk_smem_addr(ring), (uint32_t)a.ring, full, empty, slot_off);
+            bn_producer(a, S, lk_smem_addr(ring), full, empty);
         return;
     }
     bn_ctl C;
@@ -911,6 +931,8 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
                            &S.rcos[i / hp][i % hp]);
     }
     int ld = 0;          /* weight loads so far */
+    uint64_t head = 0;   /* the ring's placement of the next load group (bn_place) */
+    uint32_t need;
     unsigned target = 0; /* the barrier thread's: the arrivals the next barrier waits for */
 
     for (int l = 0; l < a.nl; l++) {
@@ -919,7 +941,8 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
 
         /* 1: x -> QKV */
         {
-            const uint8_t *w = bn_slab(S, full, slot_off, ring, ld);
+            const uint64_t at = bn_place(a, S, ld, head, need);
+            const uint8_t *w = bn_slab(S, full, ring, (uint32_t)(at % (uint32_t)a.ring), ld);
             bn_norm<NB>(a, a.x, a.ldx, a.dim, L.an ? bn_wsm(a, 0, w) : nullptr, U, X, S);
             bn_rows<NB, 0>(a, w, nullptr, X, S);
         }
@@ -937,7 +960,8 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
 
         /* 3: ATT -> x += o */
         {
-            const uint8_t *w = bn_slab(S, full, slot_off, ring, ld);
+            const uint64_t at = bn_place(a, S, ld, head, need);
+            const uint8_t *w = bn_slab(S, full, ring, (uint32_t)(at % (uint32_t)a.ring), ld);
             bn_norm<NB>(a, a.att, a.qd, a.qd, L.asn ? bn_wsm(a, 1, w) : nullptr, U, X, S);
             bn_rows<NB, 1>(a, w, nullptr, X, S);
         }
@@ -947,8 +971,10 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
 
         /* 4: x -> G = relu(gate)^2 * up */
         {
-            const uint8_t *wg = bn_slab(S, full, slot_off, ring, ld);
-            const uint8_t *wu = bn_slab(S, full, slot_off, ring, ld + 1);
+            const uint64_t at = bn_place(a, S, ld, head, need);
+            const uint32_t off = (uint32_t)(at % (uint32_t)a.ring); /* the group does not wrap */
+            const uint8_t *wg = bn_slab(S, full, ring, off, ld);
+            const uint8_t *wu = bn_slab(S, full, ring, off + S.szk[2], ld + 1);
             bn_norm<NB>(a, a.x, a.ldx, a.dim, L.fn ? bn_wsm(a, 3, wu) : nullptr, U, X, S);
             bn_rows<NB, 2>(a, wg, wu, X, S);
         }
@@ -958,7 +984,8 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
 
         /* 5: G -> x += down */
         {
-            const uint8_t *w = bn_slab(S, full, slot_off, ring, ld);
+            const uint64_t at = bn_place(a, S, ld, head, need);
+            const uint8_t *w = bn_slab(S, full, ring, (uint32_t)(at % (uint32_t)a.ring), ld);
             bn_norm<NB>(a, a.g, a.ffn, a.ffn, L.fsn ? bn_wsm(a, 4, w) : nullptr, U, X, S);
             bn_rows<NB, 4>(a, w, nullptr, X, S);
         }
