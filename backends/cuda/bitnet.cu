@@ -484,6 +484,8 @@ __device__ __noinline__ void bn_norm(const bn_kargs &a, const float *src, int64_
         r[b] = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, __int2float_rn(n)), a.eps)));
         m[b] = 0u;
     }
+    constexpr int U = NB <= 2 ? 4 : 2; /* iterations in flight: their loads overlap */
+#pragma unroll U
     for (int i = tid; i < n; i += BN_THREADS) {
         const float wv = wsm ? wsm[i] : 0.0f;
 #pragma unroll
@@ -516,6 +518,7 @@ __device__ __noinline__ void bn_norm(const bn_kargs &a, const float *src, int64_
             S.xs[b] = sc[b];
         sq[b] = 0;
     }
+#pragma unroll U
     for (int k = tid; k < 16 * nw; k += BN_THREADS) {
         const int at = 4 * ((k & 3) * nwp + (k >> 4)) + ((k >> 2) & 3);
 #pragma unroll
@@ -537,10 +540,23 @@ __device__ __noinline__ void bn_norm(const bn_kargs &a, const float *src, int64_
 
 /* ------------------------------------------------------------ the GEMV */
 
+/* dp4a of unsigned code bytes and signed activations */
+__device__ __forceinline__ int bn_dp4a_us(uint32_t a, int b, int c)
+{
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
 /* G rows of a warp's share at once, rows rb, rb + 16, ...: their loads
  * overlap.  The dot products are sum (code) x over the warp minus sum x
  * (sumx: exact; with K <= 16384 no partial sum leaves int32).  Lane
- * g NB + b stores row g for sequence b (see bn_rows). */
+ * g NB + b stores row g for sequence b (see bn_rows).  With one
+ * sequence, plane t's codes are not shifted down: the masked bytes are
+ * 4^t code, summed in an accumulator of their own that is shifted back
+ * at the end (exact: a sum of multiples of 4^t; per lane at most 32 words
+ * of 4 bytes, 192 x 127 each, far inside int32) -- a third fewer
+ * instructions in the issue-bound loop. */
 template <int NB, int G, int KIND>
 __device__ __forceinline__ void bn_group(const bn_kargs &a, const bn_kind &K, int nwp,
                                          const uint8_t *w, const uint8_t *w2, const int32_t *X,
@@ -548,12 +564,18 @@ __device__ __forceinline__ void bn_group(const bn_kargs &a, const bn_kind &K, in
 {
     const int lane = threadIdx.x & 31;
     constexpr bool gu = KIND == 2;
-    int acc[G][NB], accu[G][NB];
+    constexpr bool masked = NB == 1;
+    constexpr int P = masked ? 4 : 1; /* accumulators per row: one per plane when masked */
+    int acc[G][NB], accu[G][NB], ap[G][NB][P], apu[G][NB][P];
 #pragma unroll
     for (int g = 0; g < G; g++)
 #pragma unroll
-        for (int b = 0; b < NB; b++)
+        for (int b = 0; b < NB; b++) {
             acc[g][b] = accu[g][b] = 0;
+#pragma unroll
+            for (int t = 0; t < P; t++)
+                ap[g][b][t] = apu[g][b][t] = 0;
+        }
     const uint32_t *wr[G], *ur[G];
 #pragma unroll
     for (int g = 0; g < G; g++) {
@@ -576,17 +598,38 @@ __device__ __forceinline__ void bn_group(const bn_kargs &a, const bn_kind &K, in
                 xv[b] = X[(b * 4 + t) * nwp + j];
 #pragma unroll
             for (int g = 0; g < G; g++) {
-                const int m = (int)((c[g] >> (2 * t)) & 0x03030303u);
-                const int mu = (int)((cu[g] >> (2 * t)) & 0x03030303u);
+                if (masked) {
+                    const uint32_t mk = 0x03030303u << (2 * t);
 #pragma unroll
-                for (int b = 0; b < NB; b++) {
-                    acc[g][b] = __dp4a(m, xv[b], acc[g][b]);
-                    if (gu)
-                        accu[g][b] = __dp4a(mu, xv[b], accu[g][b]);
+                    for (int b = 0; b < NB; b++) {
+                        ap[g][b][t % P] = bn_dp4a_us(c[g] & mk, xv[b], ap[g][b][t % P]);
+                        if (gu)
+                            apu[g][b][t % P] = bn_dp4a_us(cu[g] & mk, xv[b], apu[g][b][t % P]);
+                    }
+                } else {
+                    const int m = (int)((c[g] >> (2 * t)) & 0x03030303u);
+                    const int mu = (int)((cu[g] >> (2 * t)) & 0x03030303u);
+#pragma unroll
+                    for (int b = 0; b < NB; b++) {
+                        acc[g][b] = __dp4a(m, xv[b], acc[g][b]);
+                        if (gu)
+                            accu[g][b] = __dp4a(mu, xv[b], accu[g][b]);
+                    }
                 }
             }
         }
     }
+    if (masked)
+#pragma unroll
+        for (int g = 0; g < G; g++)
+#pragma unroll
+            for (int b = 0; b < NB; b++)
+#pragma unroll
+                for (int t = 0; t < P; t++) {
+                    acc[g][b] += ap[g][b][t] >> (2 * t);
+                    if (gu)
+                        accu[g][b] += apu[g][b][t] >> (2 * t);
+                }
 #pragma unroll
     for (int g = 0; g < G; g++)
 #pragma unroll
@@ -808,20 +851,20 @@ __device__ __noinline__ void bn_attention(const bn_kargs &a, const bn_layer &L, 
      * tile again, then the others (a short one's is in place) */
     const float r = __fdiv_rn(1.0f, S.sum);
     float acc = 0.0f, total = 0.0f;
+    static_assert(LK_KB % 64 == 0, "a KB block starts at a tile's start (tiles of 32 or 64 keys)");
 #pragma unroll 1
     for (int j0 = 0; j0 < n; j0 += tk) {
         const int nt = n - j0 < tk ? n - j0 : tk;
         if (n > tk)
             tile(j0, nt);
-        if (tid < hd)
-            for (int jj = 0; jj < nt; jj++) {
-                const int j = j0 + jj;
-                if (j > 0 && j % LK_KB == 0) {
-                    total = j == LK_KB ? acc : __fadd_rn(total, acc);
-                    acc = 0.0f;
-                }
-                acc = __fmaf_rn(__fmul_rn(e[j], r), vt[jj * hd + tid], acc);
-            }
+        if (j0 > 0 && j0 % LK_KB == 0) { /* the next KB block */
+            total = j0 == LK_KB ? acc : __fadd_rn(total, acc);
+            acc = 0.0f;
+        }
+        if (tid < hd) /* no branch inside: the loads run ahead of the chain */
+#pragma unroll 8
+            for (int jj = 0; jj < nt; jj++)
+                acc = __fmaf_rn(__fmul_rn(e[j0 + jj], r), vt[jj * hd + tid], acc);
     }
     if (tid < hd) {
         total = n <= LK_KB ? acc : __fadd_rn(total, acc);
