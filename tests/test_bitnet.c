@@ -930,6 +930,19 @@ int main(void)
         test_case(&t, &h, label, sup);
         hcase_free(&h);
     }
+    { /* more (sequence, head) items than a GPU has SMs: the CUDA kernel's
+       * blocks then take several attention items a layer, the later ones
+       * without the first tile requested ahead */
+        cfg k;
+        random_cfg(&k, 0); /* fused-kernel shapes */
+        k.c.n_kv = 4, k.c.n_head = 64, k.c.head_dim = 8;
+        k.c.attn_scale = 1.0f / sqrtf((float)k.c.head_dim);
+        k.L = 2, k.B = 4, k.steps = 3;
+        hcase h;
+        hcase_make(&h, &k, -1, 0);
+        test_case(&t, &h, "[256 attention items]", sup);
+        hcase_free(&h);
+    }
     { /* NaN, Inf and zero rows */
         cfg k;
         random_cfg(&k, 0);
