@@ -27,7 +27,7 @@
  * compute warps (which synchronise on named barrier 1).
  *
  * Where it stands (docs/bench.md, fifteenth round): bit-exact; on an H100
- * a 30-layer step now takes about 30 us a layer and decodes as fast as the
+ * a 30-layer step now takes about 35 us a layer and decodes as fast as the
  * ops in a CUDA graph (about 690 tokens/s at batch 1), from 50 us a layer
  * in the fourteenth round.  What is left is latency: the four norms'
  * chains (row from L2, lane sums, 1 / rms, maximum, codes: about 1.5 us
