@@ -12,6 +12,16 @@
 
 #include "backends/cuda/device.cuh"
 
+/* dp4a of unsigned bytes a (masked LK_T2 codes, 4^e code, up to 192)
+ * with signed bytes b: the ternary GEMVs' dot products (ternary.cu,
+ * bitnet.cu) */
+static __device__ __forceinline__ int lk_dp4a_us(uint32_t a, int b, int c)
+{
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
 #define QBM 64
 #define QBN 64
 #define QBK 64 /* bytes of k per slice: 16 words */

@@ -111,7 +111,19 @@ __device__ __noinline__ uint4 t2_load_tail(const uint8_t *p, int64_t avail)
  * are touched only after it.  sum x, which every row subtracts, is taken
  * once per block while x is staged (each warp's part to shared memory
  * before the one barrier), not by a dp4a against ones beside every dp4a
- * of the dot products: a quarter fewer instructions in the inner loop. */
+ * of the dot products: a quarter fewer instructions in the inner loop.
+ *
+ * The codes of planes 1 and 3 are not shifted down: their masked bytes
+ * are 4 code, summed in an accumulator of their own and shifted back at
+ * the end; planes 2 and 3 come from the word shifted by 4 once.  Nine
+ * instructions a word instead of twelve, two dependent chains instead of
+ * one.  Exact: an accumulator takes 32 terms a segment, each at most
+ * 12 x 128, and a thread at most K / 512 segments (8 threads a row, 16
+ * past 64 segments), so it stays inside int32 for every K up to
+ * LK_TERNARY_MAX_K.  One accumulator a plane (no shifts at all) needed
+ * more than the 72 registers that seven blocks an SM allow, and spilled. */
+static_assert((int64_t)LK_TERNARY_MAX_K / 512 * 32 * 12 * 128 < ((int64_t)1 << 31),
+              "the ternary GEMV's masked accumulators could leave int32");
 template <int MT, int TG_PER_ROW>
 __global__ void __launch_bounds__(TG_THREADS, MT == 1 ? 7 : 1)
     t2_gemv_kernel(lk_qgemm_args q, int xw, int nseg, int wvec, int early)
@@ -231,9 +243,10 @@ __global__ void __launch_bounds__(TG_THREADS, MT == 1 ? 7 : 1)
      * added by the butterfly, minus sum x (the same for every row: the
      * warps' sums) = sum x * (code - 1); all exact modulo 2^32 */
     uint32_t acc[MT];
+    int ap[MT][2]; /* planes 0 and 2, planes 1 and 3 (4 code) */
 #pragma unroll
     for (int m = 0; m < MT; m++)
-        acc[m] = 0;
+        ap[m][0] = ap[m][1] = 0;
     auto dot_seg = [&](const uint4 &w, int seg) {
         const uint32_t words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
@@ -245,8 +258,9 @@ __global__ void __launch_bounds__(TG_THREADS, MT == 1 ? 7 : 1)
                 const uint32_t xs[4] = {xv.x, xv.y, xv.z, xv.w};
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    const uint32_t plane = (words[qq] >> (2 * e)) & 0x03030303u;
-                    acc[m] = (uint32_t)__dp4a((int)plane, (int)xs[e], (int)acc[m]);
+                    const uint32_t wq = e < 2 ? words[qq] : words[qq] >> 4;
+                    ap[m][e & 1] = lk_dp4a_us(wq & (0x03030303u << (2 * (e & 1))), (int)xs[e],
+                                              ap[m][e & 1]);
                 }
             }
         }
@@ -264,6 +278,7 @@ __global__ void __launch_bounds__(TG_THREADS, MT == 1 ? 7 : 1)
     }
 #pragma unroll
     for (int m = 0; m < MT; m++) {
+        acc[m] = (uint32_t)ap[m][0] + (uint32_t)(ap[m][1] >> 2); /* exact: a multiple of 4 */
 #pragma unroll
         for (int d = TG_PER_ROW / 2; d >= 1; d >>= 1)
             acc[m] += __shfl_xor_sync(LK_FULL_MASK, acc[m], d);
