@@ -151,9 +151,25 @@ __host__ __device__ __forceinline__ bn_kind bn_kind_of(const bn_kargs &a, int k)
     return r;
 }
 
+/* The profile's buckets (LOCKSTEP_CUDA_BITNET_PROFILE=1): thread 0 of each
+ * block adds the time since its last mark to one of them, right after the
+ * bn_sync that ends a step, so a bucket holds the block's time. */
+enum {
+    BN_P_OTHER,   /* the start, until the first slab is awaited */
+    BN_P_WEIGHTS, /* waits for a slab of weights */
+    BN_P_ROWS,    /* a norm's rows (and the scales) arriving from L2 */
+    BN_P_LANES,   /* the norm's lane sums and 1 / rms */
+    BN_P_QUANT,   /* y = x r w, the maximum, the codes */
+    BN_P_DOTS,    /* the projection's rows, up to the slowest warp */
+    BN_P_BARRIER, /* the grid barriers' waits, to leaving */
+    BN_P_ATTN,    /* RoPE, the cache row and attention */
+    BN_P_ARRIVE,  /* the barriers' release-adds and the next scales' requests */
+    BN_PB
+};
+
 /* The profile's sums over a launch's blocks (defined in both compiler
  * passes: the host's registers them). */
-__device__ unsigned long long bn_prof_sum[12], bn_prof_max[12];
+__device__ unsigned long long bn_prof_sum[BN_PB], bn_prof_max[BN_PB];
 __device__ unsigned bn_prof_done;
 
 #if LK_BN_BODY
@@ -216,28 +232,6 @@ __device__ __noinline__ void bn_wait(const unsigned *count, unsigned target)
 
 /* ------------------------------------------------------------ the ring */
 
-/* The compute side's count of weight loads it is done with (thread 0). */
-struct bn_ctl {
-    int freed;
-};
-
-/* The profile's buckets (LOCKSTEP_CUDA_BITNET_PROFILE=1): thread 0 of each
- * block adds the time since its last mark to one of them, right after the
- * bn_sync that ends a step, so a bucket holds the block's time. */
-enum {
-    BN_P_OTHER,   /* the start, until the first slab is awaited */
-    BN_P_WEIGHTS, /* waits for a slab of weights */
-    BN_P_ROWS,    /* a norm's rows (and the scales) arriving from L2 */
-    BN_P_LANES,   /* the norm's lane sums and 1 / rms */
-    BN_P_QUANT,   /* y = x r w, the maximum, the codes */
-    BN_P_DOTS,    /* the projection's rows, up to the slowest warp */
-    BN_P_BARRIER, /* the grid barriers' waits, to leaving */
-    BN_P_ATTN,    /* RoPE, the cache row and attention */
-    BN_P_ARRIVE,  /* the barriers' release-adds and the next scales' requests */
-    BN_PB
-};
-static_assert(BN_PB <= 12, "bn_prof_sum holds the buckets");
-
 struct bn_sm { /* the block's small shared state */
     float part[BN_MAX_B * BN_MAX_CHUNKS];
     float xs[BN_MAX_B];
@@ -256,6 +250,9 @@ struct bn_sm { /* the block's small shared state */
     /* bytes of the ring this block's share of projection kind k takes, and
      * of the norm weight that rides with it (both 128-byte rounded) */
     uint32_t szk[BN_LOADS], nbk[BN_LOADS];
+    /* the block's rows of projection kind k: [kr0, kr0 + kn) of its n
+     * (bn_split, set once a launch: not an integer division each phase) */
+    int kr0[BN_LOADS], kn[BN_LOADS];
 };
 
 /* The norm weight before load kind k of layer L (NULL: none). */
@@ -300,10 +297,9 @@ __device__ __forceinline__ void bn_mark(bn_sm &S, int kind)
 __device__ __forceinline__ void bn_scales(const bn_kargs &a, const bn_proj &P, int kind, bn_sm &S)
 {
     const bn_kind K = bn_kind_of(a, kind);
-    int r0, r1;
-    bn_split(K.n, blockIdx.x, gridDim.x, r0, r1);
+    const int r0 = S.kr0[kind];
     const int tid = threadIdx.x;
-    if (tid < r1 - r0) {
+    if (tid < S.kn[kind]) {
         bn_cp4(&S.sc[0][tid], P.s + (P.per_row ? K.row0 + r0 + tid : 0));
         if (kind == 2)
             bn_cp4(&S.sc[1][tid], P.s + (P.per_row ? a.ffn + r0 + tid : 0));
@@ -347,10 +343,8 @@ __device__ __noinline__ void bn_producer(const bn_kargs &a, const bn_sm &S, uint
             const int k = k0 + j, slot = (i + j) % BN_SLOTS;
             const bn_kind K = bn_kind_of(a, k);
             const uint8_t *w = k == 0 ? L.qkv.w : k == 1 ? L.o.w : k == 4 ? L.dn.w : L.gu.w;
-            int r0, r1;
-            bn_split(K.n, blockIdx.x, gridDim.x, r0, r1);
-            const uint8_t *src = w + (size_t)(K.row0 + r0) * K.pitch;
-            const uint32_t bytes = (uint32_t)(r1 - r0) * K.pitch;
+            const uint8_t *src = w + (size_t)(K.row0 + S.kr0[k]) * K.pitch;
+            const uint32_t bytes = (uint32_t)S.kn[k] * K.pitch;
             const uint32_t dst = base + (uint32_t)(at % size), bar = full + 8 * slot;
             const uint32_t extra = j == nl - 1 ? nbytes : 0; /* the norm weight rides last */
             lk_mbar_expect_tx(bar, bytes + extra);
@@ -381,9 +375,9 @@ __device__ __noinline__ void bn_producer(const bn_kargs &a, const bn_sm &S, uint
  * `barrier` the block arrives at the grid barrier that bn_phase_wait then
  * waits at, before the next phase reads what this one wrote.  `kind`: the
  * profile's bucket of the phase. */
-__device__ __noinline__ void bn_phase_end(const bn_kargs &a, bn_ctl &C, bn_sm &S, uint32_t empty,
-                                          int freed, bool barrier, int kind, const bn_proj *np,
-                                          int nk, unsigned &target)
+__device__ __noinline__ void bn_phase_end(const bn_kargs &a, int &freed_loads, bn_sm &S,
+                                          uint32_t empty, int freed, bool barrier, int kind,
+                                          const bn_proj *np, int nk, unsigned &target)
 {
     bn_sync();
     bn_mark(S, kind);
@@ -392,8 +386,8 @@ __device__ __noinline__ void bn_phase_end(const bn_kargs &a, bn_ctl &C, bn_sm &S
             target += gridDim.x;
             bn_arrive(a.sync);
         }
-        for (int i = 0; i < freed; i++, C.freed++)
-            lk_mbar_arrive(empty + 8 * (C.freed % BN_SLOTS));
+        for (int i = 0; i < freed; i++, freed_loads++)
+            lk_mbar_arrive(empty + 8 * (freed_loads % BN_SLOTS));
     }
     if (np)
         bn_scales(a, *np, nk, S);
@@ -421,12 +415,9 @@ __device__ __noinline__ const uint8_t *bn_slab(bn_sm &S, uint32_t bars, const un
 }
 
 /* The norm weight that came with load kind k's rows (after them). */
-__device__ __forceinline__ const float *bn_wsm(const bn_kargs &a, int k, const uint8_t *slab)
+__device__ __forceinline__ const float *bn_wsm(const bn_sm &S, int k, const uint8_t *slab)
 {
-    const bn_kind K = bn_kind_of(a, k);
-    int r0, r1;
-    bn_split(K.n, blockIdx.x, gridDim.x, r0, r1);
-    return (const float *)(slab + bn_round((r1 - r0) * K.pitch, 128));
+    return (const float *)(slab + S.szk[k]);
 }
 
 /* ------------------------------------------------------------ the norm */
@@ -540,14 +531,6 @@ __device__ __noinline__ void bn_norm(const bn_kargs &a, const float *src, int64_
 
 /* ------------------------------------------------------------ the GEMV */
 
-/* dp4a of unsigned code bytes and signed activations */
-__device__ __forceinline__ int bn_dp4a_us(uint32_t a, int b, int c)
-{
-    int d;
-    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
-
 /* G rows of a warp's share at once, rows rb, rb + 16, ...: their loads
  * overlap.  The dot products are sum (code) x over the warp minus sum x
  * (sumx: exact; with K <= 16384 no partial sum leaves int32).  Lane
@@ -602,9 +585,9 @@ __device__ __forceinline__ void bn_group(const bn_kargs &a, const bn_kind &K, in
                     const uint32_t mk = 0x03030303u << (2 * t);
 #pragma unroll
                     for (int b = 0; b < NB; b++) {
-                        ap[g][b][t % P] = bn_dp4a_us(c[g] & mk, xv[b], ap[g][b][t % P]);
+                        ap[g][b][t % P] = lk_dp4a_us(c[g] & mk, xv[b], ap[g][b][t % P]);
                         if (gu)
-                            apu[g][b][t % P] = bn_dp4a_us(cu[g] & mk, xv[b], apu[g][b][t % P]);
+                            apu[g][b][t % P] = lk_dp4a_us(cu[g] & mk, xv[b], apu[g][b][t % P]);
                     }
                 } else {
                     const int m = (int)((c[g] >> (2 * t)) & 0x03030303u);
@@ -674,13 +657,11 @@ __device__ __noinline__ void bn_rows(const bn_kargs &a, const uint8_t *w, const 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const bn_kind K = bn_kind_of(a, KIND);
     const int nwp = bn_nwp(K.nw);
-    int r0, r1;
-    bn_split(K.n, blockIdx.x, gridDim.x, r0, r1);
+    const int r0 = S.kr0[KIND], rows = S.kn[KIND];
     int sumx[NB]; /* each row's sum of codes, from the norm's warp sums */
 #pragma unroll
     for (int b = 0; b < NB; b++)
         sumx[b] = __reduce_add_sync(LK_FULL_MASK, lane < BN_WARPS ? S.isum[b * BN_WARPS + lane] : 0);
-    const int rows = r1 - r0;
     for (int rb = warp; rb < rows; rb += 2 * BN_WARPS) {
         if (rb + BN_WARPS < rows)
             bn_group<NB, 2, KIND>(a, K, nwp, w, w2, X, S, sumx, r0, rb);
@@ -932,10 +913,12 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
     }
     if (tid < NB)
         S.pos[tid] = ka.pos[tid * ka.ldp];
-    if (tid < BN_LOADS) { /* the ring's sizes (bn_place) */
+    if (tid < BN_LOADS) { /* the block's rows, the ring's sizes (bn_place) */
         const bn_kind K = bn_kind_of(ka, tid);
         int r0, r1;
         bn_split(K.n, blockIdx.x, gridDim.x, r0, r1);
+        S.kr0[tid] = r0;
+        S.kn[tid] = r1 - r0;
         S.szk[tid] = (uint32_t)bn_round((r1 - r0) * K.pitch, 128);
         S.nbk[tid] = (uint32_t)bn_round(4 * (tid == 1 ? ka.qd : tid == 4 ? ka.ffn : ka.dim), 128);
     }
@@ -951,8 +934,7 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
             bn_producer(a, S, lk_smem_addr(ring), full, empty);
         return;
     }
-    bn_ctl C;
-    C.freed = 0;
+    int freed_loads = 0; /* the weight loads the compute side is done with (thread 0) */
     if (tid == 0) {
         S.prof = a.prof;
         for (int k = 0; k < BN_PB; k++)
@@ -960,11 +942,10 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
         S.tmark = a.prof ? lk_global_ns() : 0;
     }
     bn_scales(a, a.L[0].qkv, 0, S);
-    {   /* the block's rows of x, which it alone updates (o and down) */
-        int r0, r1;
-        bn_split(a.dim, blockIdx.x, gridDim.x, r0, r1);
-        for (int i = tid; i < NB * (r1 - r0); i += BN_THREADS)
-            S.xsh[i / (r1 - r0)][i % (r1 - r0)] = a.x[(i / (r1 - r0)) * a.ldx + r0 + i % (r1 - r0)];
+    {   /* the block's rows of x, which it alone updates (o and down: dim rows) */
+        const int r0 = S.kr0[1], nr = S.kn[1];
+        for (int i = tid; i < NB * nr; i += BN_THREADS)
+            S.xsh[i / nr][i % nr] = a.x[(i / nr) * a.ldx + r0 + i % nr];
     }
     {   /* RoPE's table for this step's positions */
         const float lt = lk_logf(a.theta);
@@ -986,10 +967,10 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
         {
             const uint64_t at = bn_place(a, S, ld, head, need);
             const uint8_t *w = bn_slab(S, full, ring, (uint32_t)(at % (uint32_t)a.ring), ld);
-            bn_norm<NB>(a, a.x, a.ldx, a.dim, L.an ? bn_wsm(a, 0, w) : nullptr, U, X, S);
+            bn_norm<NB>(a, a.x, a.ldx, a.dim, L.an ? bn_wsm(S, 0, w) : nullptr, U, X, S);
             bn_rows<NB, 0>(a, w, nullptr, X, S);
         }
-        bn_phase_end(a, C, S, empty, 1, true, BN_P_DOTS, &L.o, 1, target);
+        bn_phase_end(a, freed_loads, S, empty, 1, true, BN_P_DOTS, &L.o, 1, target);
         if (blockIdx.x < NB * a.nh)
             bn_attn_prefetch(a, L, U, S);
         bn_phase_wait(a, S, target);
@@ -998,17 +979,17 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
         /* 2: RoPE, the cache row, attention -> ATT */
         for (int it = blockIdx.x; it < NB * a.nh; it += gridDim.x)
             bn_attention(a, L, it / a.nh, it % a.nh, S.pos[it / a.nh], it == (int)blockIdx.x, U, S);
-        bn_phase_end(a, C, S, empty, 0, true, BN_P_ATTN, nullptr, 0, target);
+        bn_phase_end(a, freed_loads, S, empty, 0, true, BN_P_ATTN, nullptr, 0, target);
         bn_phase_wait(a, S, target);
 
         /* 3: ATT -> x += o */
         {
             const uint64_t at = bn_place(a, S, ld, head, need);
             const uint8_t *w = bn_slab(S, full, ring, (uint32_t)(at % (uint32_t)a.ring), ld);
-            bn_norm<NB>(a, a.att, a.qd, a.qd, L.asn ? bn_wsm(a, 1, w) : nullptr, U, X, S);
+            bn_norm<NB>(a, a.att, a.qd, a.qd, L.asn ? bn_wsm(S, 1, w) : nullptr, U, X, S);
             bn_rows<NB, 1>(a, w, nullptr, X, S);
         }
-        bn_phase_end(a, C, S, empty, 1, true, BN_P_DOTS, &L.gu, 2, target);
+        bn_phase_end(a, freed_loads, S, empty, 1, true, BN_P_DOTS, &L.gu, 2, target);
         bn_phase_wait(a, S, target);
         ld++;
 
@@ -1018,10 +999,10 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
             const uint32_t off = (uint32_t)(at % (uint32_t)a.ring); /* the group does not wrap */
             const uint8_t *wg = bn_slab(S, full, ring, off, ld);
             const uint8_t *wu = bn_slab(S, full, ring, off + S.szk[2], ld + 1);
-            bn_norm<NB>(a, a.x, a.ldx, a.dim, L.fn ? bn_wsm(a, 3, wu) : nullptr, U, X, S);
+            bn_norm<NB>(a, a.x, a.ldx, a.dim, L.fn ? bn_wsm(S, 3, wu) : nullptr, U, X, S);
             bn_rows<NB, 2>(a, wg, wu, X, S);
         }
-        bn_phase_end(a, C, S, empty, 2, true, BN_P_DOTS, &L.dn, 4, target);
+        bn_phase_end(a, freed_loads, S, empty, 2, true, BN_P_DOTS, &L.dn, 4, target);
         bn_phase_wait(a, S, target);
         ld += 2;
 
@@ -1029,10 +1010,10 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
         {
             const uint64_t at = bn_place(a, S, ld, head, need);
             const uint8_t *w = bn_slab(S, full, ring, (uint32_t)(at % (uint32_t)a.ring), ld);
-            bn_norm<NB>(a, a.g, a.ffn, a.ffn, L.fsn ? bn_wsm(a, 4, w) : nullptr, U, X, S);
+            bn_norm<NB>(a, a.g, a.ffn, a.ffn, L.fsn ? bn_wsm(S, 4, w) : nullptr, U, X, S);
             bn_rows<NB, 4>(a, w, nullptr, X, S);
         }
-        bn_phase_end(a, C, S, empty, 1, !last, BN_P_DOTS,
+        bn_phase_end(a, freed_loads, S, empty, 1, !last, BN_P_DOTS,
                      last ? nullptr : &a.L[l + 1].qkv, 0, target);
         if (!last)
             bn_phase_wait(a, S, target);
