@@ -342,11 +342,14 @@ static void run_device(lk_device *dev)
 
     /* shapes that cut a prepared layout's row groups and 128-k blocks
      * unevenly (N = 1, 31, 33, 640, 6912; K = 1, 127, 128, 129, 2560,
-     * 6912; M = 1, 2, 5, 8, 9, 33), with edge values in x and w */
+     * 6912; M = 1, 2, 5, 8, 9, 33), with edge values in x and w; the last
+     * three have more row groups than two blocks an SM of a 132-SM GPU
+     * take and 4, 8 or 20 128-k blocks: the CUDA driver's blocks of one
+     * group each (linear.cu) */
     static const int64_t stress[][3] = {
         {1, 1, 1},       {2, 31, 127},    {5, 33, 128},  {8, 640, 129},  {9, 33, 2560},
         {1, 6912, 129},  {33, 31, 6912},  {1, 640, 2560}, {2, 6912, 128}, {5, 1, 6912},
-        {8, 33, 1},      {33, 640, 127},
+        {8, 33, 1},      {33, 640, 127},  {1, 2560, 2560}, {1, 3000, 512}, {4, 2600, 1000},
     };
     const int nstress = (int)(sizeof stress / sizeof stress[0]);
     good = 1;

@@ -4,8 +4,11 @@
  * Float (docs/numerics.md section 4): one wave of blocks (as many as are
  * resident at once), each owning an even share of the groups of 8 rows
  * and every 128-k block of them: units (group, kb) of 8 chains, one
- * contiguous run of memory.  The eight threads of a quarter-warp take
- * every 32nd unit, thread r the chain of row r: the first unit's 16-byte
+ * contiguous run of memory.  Where every unit can have a quarter-warp of
+ * its own (whole warps of 8 threads per 128-k block, at most 32 blocks,
+ * and few enough groups: 2560 x 2560), a block takes one group instead.  The eight threads
+ * of a quarter-warp take every nq-th unit (nq quarter-warps a block),
+ * thread r the chain of row r: the first unit's 16-byte
  * pieces are issued while the block widens x into shared memory (once per
  * block), and during each chain the pieces of the next stage (the unit's
  * next 16 pieces, or the next unit's first) are issued one by one as the
@@ -22,6 +25,7 @@
  * 35.4 MB -> 8.1 us; 2560x6912 -> 8.1 us; 2560x2560 13.1 MB -> 3.0 us;
  * 128256x2560 656.7 MB -> 150.6 us.  Small shapes are bound by launch and
  * latency, not bandwidth. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cuda/gemm.cuh"
@@ -29,8 +33,7 @@
 
 namespace {
 
-#define LIN_THREADS 256
-#define LIN_Q (LIN_THREADS / LK_LIN_G) /* quarter-warps of a block */
+#define LIN_THREADS 256 /* the most a block has (fewer: one group a block) */
 /* weight bytes a block prefetches into L2 past its first stage: all of a
  * decode-sized share, a bounded start of the LM head's (2.5 MB a block,
  * which L2 could not hold for every block) */
@@ -134,6 +137,7 @@ __global__ void __launch_bounds__(LIN_THREADS, 2) lin_kernel(lin_args a)
     const int nkb = (int)a.nkb, XS = nkb * LK_LIN_XPAD;
     float *part = xs + MT * XS; /* [row][kb][MT] */
     const int qi = threadIdx.x / LK_LIN_G, r = threadIdx.x % LK_LIN_G;
+    const int nq = blockDim.x / LK_LIN_G; /* quarter-warps of the block */
     /* groups [g0, g0 + ng): shares differ by at most one group, the
      * larger ones on the first blocks.  Blocks are resident in rounds of
      * one per SM, so an SM's blocks come from different rounds and at
@@ -160,7 +164,7 @@ __global__ void __launch_bounds__(LIN_THREADS, 2) lin_kernel(lin_args a)
      * the start of the rest of the block's run (LIN_L2_AHEAD bytes) are
      * requested before lk_pdl_wait(), during the previous kernel's tail */
     {
-        const int64_t first = (int64_t)LIN_Q * SH::PPC * LK_LIN_G * 16; /* bytes of the first stage */
+        const int64_t first = (int64_t)nq * SH::PPC * LK_LIN_G * 16; /* bytes of the first stage */
         const int64_t run = (int64_t)units * SH::PPC * LK_LIN_G * 16;
         if (blockIdx.y == 0 && run > first)
             lk_prefetch_l2(a.w + g0 * a.nkb * (SH::PPC * LK_LIN_G) + first / 16,
@@ -175,7 +179,7 @@ __global__ void __launch_bounds__(LIN_THREADS, 2) lin_kernel(lin_args a)
     lk_pdl_trigger();
     lin_fill_x<MT>(a, m0, xs, XS);
     __syncthreads();
-    for (; lu < units; lu += LIN_Q) {
+    for (; lu < units; lu += nq) {
         const int kb = lu % nkb;
         const float *xk = xs + kb * LK_LIN_XPAD;
         float acc[MT];
@@ -184,7 +188,7 @@ __global__ void __launch_bounds__(LIN_THREADS, 2) lin_kernel(lin_args a)
             acc[s] = 0.0f;
 #pragma unroll
         for (int h = 0; h < SH::NH; h++) {
-            const int nlu = h + 1 < SH::NH ? lu : lu + LIN_Q;
+            const int nlu = h + 1 < SH::NH ? lu : lu + nq;
             const int nh = h + 1 < SH::NH ? h + 1 : 0;
             const bool pre = nlu < units;
             const uint4 *np = wb + ((int64_t)nlu * SH::PPC + 16 * nh) * LK_LIN_G;
@@ -262,14 +266,14 @@ size_t lin_smem(int64_t nkb, int mt, int ng)
 }
 
 template <lk_dtype DW, int MT>
-void lin_launch(lin_args a, size_t smem, cudaStream_t st)
+void lin_launch(lin_args a, unsigned threads, size_t smem, cudaStream_t st)
 {
     const unsigned gx = a.blocks;
     const int64_t chunks = (a.M + MT - 1) / MT;
     for (int64_t c0 = 0; c0 < chunks; c0 += 65535) {
         a.m_base = c0 * MT;
         const unsigned gy = (unsigned)(chunks - c0 < 65535 ? chunks - c0 : 65535);
-        (void)lk_launch(lin_kernel<DW, MT>, dim3(gx, gy), dim3(LIN_THREADS), smem, st, a);
+        (void)lk_launch(lin_kernel<DW, MT>, dim3(gx, gy), dim3(threads), smem, st, a);
     }
 }
 
@@ -280,6 +284,10 @@ template <lk_dtype DW, int MT> cudaError_t lin_setup(int smem)
 }
 
 int mt_for(int64_t m) { return m == 1 ? 1 : m == 2 ? 2 : m <= 4 ? 4 : 8; }
+
+/* LOCKSTEP_CUDA_LINEAR_ONE_GROUP=0 turns the one-group blocks off (set
+ * once, in lk_cuda_linear_setup) */
+int lin_one_group_on = 1;
 
 } // namespace
 
@@ -325,6 +333,7 @@ extern "C" lk_status lk_cuda_linear(void *queue, const lk_linear_args *la)
      * memory), each taking an even share of the groups, so that no block
      * waits for a second round; more blocks only when a share's partials
      * would not fit */
+    unsigned threads = LIN_THREADS;
     int64_t per_sm = 2, nb = 0, share = 0;
     for (;;) {
         nb = a.groups < per_sm * sms ? a.groups : per_sm * sms;
@@ -337,23 +346,43 @@ extern "C" lk_status lk_cuda_linear(void *queue, const lk_linear_args *la)
         share = (int64_t)((limit - lin_smem(a.nkb, mt, 0)) / lin_smem_group(a.nkb, mt));
         nb = (a.groups + share - 1) / share;
     }
+    /* Few units (group, 128-k block): one group a block and one unit a
+     * quarter-warp, where all of them are resident at once (at most 128
+     * registers a thread; whole warps).  Every chain then starts with the
+     * first stage and no quarter-warp runs two in a row: 2560 x 2560 has
+     * 6400 units, which 264 blocks of 256 threads gave up to 40 (two
+     * chains on some quarter-warps), 320 blocks of 160 threads one each. */
+    const int64_t gthreads = (int64_t)LK_LIN_G * a.nkb;
+    if (lin_one_group_on && la->m <= mt && gthreads % 32 == 0 && gthreads <= LIN_THREADS &&
+        share > 1) {
+        const int64_t by_regs = 65536 / (gthreads * 128);
+        const int64_t by_smem =
+            (int64_t)(dev->smem_optin + 1024) / (int64_t)(lin_smem(a.nkb, mt, 1) + 1024);
+        if (a.groups <= (by_regs < by_smem ? by_regs : by_smem) * sms) {
+            threads = (unsigned)gthreads;
+            nb = a.groups;
+            share = 1;
+        }
+    }
     a.blocks = lk_grid_cap(nb, ((int64_t)1 << 31) - 1);
     const size_t smem = lin_smem(a.nkb, mt, (int)((a.groups + a.blocks - 1) / a.blocks));
     LK_FLOAT_SWITCH(h->dt, DW, {
         if (mt == 1)
-            lin_launch<DW, 1>(a, smem, op.stream());
+            lin_launch<DW, 1>(a, threads, smem, op.stream());
         else if (mt == 2)
-            lin_launch<DW, 2>(a, smem, op.stream());
+            lin_launch<DW, 2>(a, threads, smem, op.stream());
         else if (mt == 4)
-            lin_launch<DW, 4>(a, smem, op.stream());
+            lin_launch<DW, 4>(a, threads, smem, op.stream());
         else
-            lin_launch<DW, 8>(a, smem, op.stream());
+            lin_launch<DW, 8>(a, threads, smem, op.stream());
     });
     return op.launched();
 }
 
 extern "C" lk_status lk_cuda_linear_setup(lk_cuda_device *dev)
 {
+    const char *og = getenv("LOCKSTEP_CUDA_LINEAR_ONE_GROUP");
+    lin_one_group_on = !(og && strcmp(og, "0") == 0);
     const int smem = (int)lk_lin_smem_limit(dev);
     const cudaError_t es[] = {
         lin_setup<LK_F32, 1>(smem),  lin_setup<LK_F32, 2>(smem),  lin_setup<LK_F32, 4>(smem),
