@@ -353,6 +353,39 @@ static void run_lk_t2_linear(void *p)
     CHECK_LK(lk_ternary_linear(q, &x, &xs, t->w, &y, 0));
 }
 
+/* bench_read.cu: a kernel that only reads `bytes` at p, shaped and
+ * launched like the prepared-weights GEMV */
+int lk_bench_read(const void *p, size_t bytes, void *sink, cudaStream_t st);
+
+typedef struct read_arg {
+    const void *p;
+    size_t bytes;
+    void *sink;
+} read_arg;
+
+static void run_read(void *p)
+{
+    read_arg *r = p;
+    CHECK_CUDA((cudaError_t)lk_bench_read(r->p, r->bytes, r->sink, stream));
+}
+
+/* A GEMV's weights read by a kernel that does nothing else (same shape
+ * and launch as the prepared-weights GEMV, back to back): the cost of
+ * reading those bytes with that launch.  For the small shapes (a ternary
+ * 2560 x 2560 is 1.6 MB) it is what any op reading them costs.  It is no
+ * floor for the large ones: on an H100 it read 35 MB at HBM's rate (11.5
+ * us) where the bf16 GEMV, whose blocks also prefetch their share into
+ * L2, took 6.8 us. */
+static void read_row(const void *w, double bytes)
+{
+    void *sink = dalloc(4);
+    read_arg r = {w, (size_t)bytes, sink};
+    double t = time_us(run_read, &r);
+    printf("%-34s %10.1f us %9.1f GB/s  (the same bytes, a read-only kernel)\n",
+           "  read only", t, bytes / t / 1e3);
+    lk_free(gpu, sink);
+}
+
 /* The weights' bytes read once at the copy's read rate. */
 static void floor_row(double bytes)
 {
@@ -418,6 +451,7 @@ static void bench_gemv(int64_t n, int64_t k)
             double pours = time_us(run_lk_linear, &pa);
             row(pname, pours, f32 ? "cuBLAS SGEMV" : "cuBLAS bf16 GemmEx", theirs, "GB/s", bytes);
             floor_row(bytes);
+            read_row(g.b, bytes);
             /* issue 5 asks 1.5x, beyond the HBM read rate (docs/bench.md):
              * at least cuBLAS is the goal here */
             if (!f32 && theirs > 0)
@@ -461,6 +495,7 @@ static void bench_gemv(int64_t n, int64_t k)
         double pours = time_us(run_lk_t2_linear, &pa);
         row(pname, pours, "cuBLAS bf16 GEMV (same)", bf16_peer, "GB/s", bytes);
         floor_row(bytes);
+        read_row(t.w, bytes);
         if (bf16_peer > 0)
             target(pname, bf16_peer / pours, 4.0);
         CHECK_LK(lk_queue_sync(q));
