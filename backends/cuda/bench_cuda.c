@@ -305,7 +305,7 @@ static void bench_gemm(int64_t m, int64_t n, int64_t k)
 #ifdef LK_BENCH_CUBLAS
     theirs = time_us(run_cublas_sgemm, &g);
 #endif
-    row(name, ours, "cuBLAS SGEMM (no TF32)", theirs, "TFLOP/s", 2.0 * m * n * k / 1e6);
+    row(name, ours, "cuBLAS SGEMM (no TF32)", theirs, "TFLOP/s", 2.0 * m * n * k / 1e3);
     if (theirs > 0 && m == 4096 && n == 4096 && k == 4096)
         target("f32 GEMM 4096^3 vs cuBLAS SGEMM", theirs / ours, 0.8);
     lk_free(gpu, g.a);
