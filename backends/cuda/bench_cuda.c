@@ -452,10 +452,10 @@ static void bench_gemv(int64_t n, int64_t k)
             row(pname, pours, f32 ? "cuBLAS SGEMV" : "cuBLAS bf16 GemmEx", theirs, "GB/s", bytes);
             floor_row(bytes);
             read_row(g.b, bytes);
-            /* issue 5 asks 1.5x, beyond the HBM read rate (docs/bench.md):
-             * at least cuBLAS is the goal here */
+            /* issue 5's goal; for the LM head it asks more than HBM
+             * can give (docs/bench.md, sixteenth round) */
             if (!f32 && theirs > 0)
-                target(pname, theirs / pours, 1.0);
+                target(pname, theirs / pours, 1.5);
             CHECK_LK(lk_queue_sync(q));
             lk_weights_destroy(pa.w);
         }
