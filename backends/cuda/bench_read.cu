@@ -16,17 +16,9 @@
 #include <string.h>
 
 #include "backends/cuda/launch.cuh"
+#include "backends/cuda/loads.cuh"
 
 namespace {
-
-__device__ __forceinline__ uint4 rd_once(const uint4 *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
 
 #define RD_THREADS 256
 #define RD_DEPTH 16
@@ -43,7 +35,7 @@ __global__ void __launch_bounds__(RD_THREADS, 2) rd_kernel(const uint4 *p, int64
 #pragma unroll
     for (int j = 0; j < RD_DEPTH; j++) {
         const int64_t k = i + (int64_t)j * RD_THREADS;
-        v[j] = k < b1 ? rd_once(p + k) : make_uint4(0, 0, 0, 0);
+        v[j] = k < b1 ? lk_ld_stream(p + k) : make_uint4(0, 0, 0, 0);
     }
     lk_pdl_wait();
     lk_pdl_trigger();
@@ -53,7 +45,7 @@ __global__ void __launch_bounds__(RD_THREADS, 2) rd_kernel(const uint4 *p, int64
         for (int j = 0; j < RD_DEPTH; j++) {
             const uint4 c = v[j];
             const int64_t k = i + step + (int64_t)j * RD_THREADS;
-            v[j] = k < b1 ? rd_once(p + k) : make_uint4(0, 0, 0, 0);
+            v[j] = k < b1 ? lk_ld_stream(p + k) : make_uint4(0, 0, 0, 0);
             x ^= c.x ^ c.y ^ c.z ^ c.w;
         }
     }

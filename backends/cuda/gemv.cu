@@ -19,6 +19,7 @@
  * floats so that float4 reads of different blocks hit different banks),
  * or read from global memory when it does not fit. */
 #include "backends/cuda/gemm.cuh"
+#include "backends/cuda/loads.cuh"
 
 namespace {
 
@@ -378,15 +379,6 @@ __global__ void __launch_bounds__(256) gemv_lc_kernel(gemv_args a)
  * sequential fma chain over its 128 k.  Loads of one chunk are thus in
  * flight while the previous one is computed.  The block then adds each
  * row's chain results in ascending kb, as every other path does. */
-__device__ __forceinline__ uint4 ld_stream(const void *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
 template <lk_dtype DW> struct stream_shape {
     static constexpr int PPC = LK_KB * (int)sizeof(typename lk_elem<DW>::T) / 16; /* pieces per chain */
     static constexpr int CPW = 32 * 16 / PPC;                                       /* chains per chunk */
@@ -421,7 +413,7 @@ __global__ void __launch_bounds__(256) gemv_stream_kernel(gemv_args a, int R)
 #pragma unroll
         for (int q = 0; q < 16; q++) {
             const int64_t off = (int64_t)c * 8192 + q * 512 + lane * 16;
-            v[q] = off < bytes ? ld_stream(base + off) : make_uint4(0, 0, 0, 0);
+            v[q] = off < bytes ? lk_ld_stream(base + off) : make_uint4(0, 0, 0, 0);
         }
         if (a.xvec)
             load_x_vec<ST>(a, b, xs, XS);
@@ -440,7 +432,7 @@ __global__ void __launch_bounds__(256) gemv_stream_kernel(gemv_args a, int R)
 #pragma unroll
             for (int q = 0; q < 16; q++) {
                 const int64_t off = (int64_t)cn * 8192 + q * 512 + lane * 16;
-                v[q] = off < bytes ? ld_stream(base + off) : make_uint4(0, 0, 0, 0);
+                v[q] = off < bytes ? lk_ld_stream(base + off) : make_uint4(0, 0, 0, 0);
             }
             const int lc = c * SH::CPW + lane;
             if (lane < SH::CPW && lc < nch) {

@@ -30,6 +30,7 @@
 
 #include "backends/cuda/gemm.cuh"
 #include "backends/cuda/linear.cuh"
+#include "backends/cuda/loads.cuh"
 
 namespace {
 
@@ -38,16 +39,6 @@ namespace {
  * decode-sized share, a bounded start of the LM head's (2.5 MB a block,
  * which L2 could not hold for every block) */
 #define LIN_L2_AHEAD ((int64_t)96 * 1024)
-
-/* Weights are read once per call: no L1 allocation. */
-__device__ __forceinline__ uint4 ld_once(const uint4 *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
 
 /* ---------------------------------------------------------------- float */
 
@@ -173,7 +164,7 @@ __global__ void __launch_bounds__(LIN_THREADS, 2) lin_kernel(lin_args a)
     if (lu < units) {
 #pragma unroll
         for (int q = 0; q < 16; q++)
-            wv[q] = ld_once(wb + ((int64_t)lu * SH::PPC + q) * LK_LIN_G);
+            wv[q] = lk_ld_stream(wb + ((int64_t)lu * SH::PPC + q) * LK_LIN_G);
     }
     lk_pdl_wait();
     lk_pdl_trigger();
@@ -196,7 +187,7 @@ __global__ void __launch_bounds__(LIN_THREADS, 2) lin_kernel(lin_args a)
             for (int q = 0; q < 16; q++) {
                 const uint4 cur = wv[q];
                 if (pre)
-                    wv[q] = ld_once(np + q * LK_LIN_G);
+                    wv[q] = lk_ld_stream(np + q * LK_LIN_G);
                 const int i = (16 * h + q) * SH::EPP; /* k of the piece within the block */
                 if constexpr (DW == LK_F32) {
                     const float w0 = __uint_as_float(cur.x), w1 = __uint_as_float(cur.y);

@@ -21,6 +21,7 @@ lk_cuda_headers = \
 	backends/cuda/tc_ternary.cuh \
 	backends/cuda/tc_wgmma.cuh \
 	backends/cuda/linear.cuh \
+	backends/cuda/loads.cuh \
 	backends/cuda/mbarrier.cuh
 
 lk_cuda_kernels = \
@@ -102,7 +103,7 @@ backends_cuda_lockstep_cuda_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) $(lk_
 backends_cuda_lockstep_cuda_bench_LDADD = backends/cuda/bench_read.lo liblockstep.la \
 	$(CUBLAS_LIBS) $(CUDA_LIBS)
 EXTRA_DIST += backends/cuda/bench_read.cu
-backends/cuda/bench_read.lo: backends/cuda/launch.cuh
+backends/cuda/bench_read.lo: backends/cuda/launch.cuh backends/cuda/loads.cuh
 if LK_HAVE_CUBLAS
 lk_cublas_defs = -DLK_BENCH_CUBLAS
 else
