@@ -6,11 +6,11 @@
  * and every 128-k block of them: units (group, kb) of 8 chains, one
  * contiguous run of memory.  Where every unit can have a quarter-warp of
  * its own (whole warps of 8 threads per 128-k block, at most 32 blocks,
- * and few enough groups: 2560 x 2560), a block takes one group instead.  The eight threads
- * of a quarter-warp take every nq-th unit (nq quarter-warps a block),
- * thread r the chain of row r: the first unit's 16-byte
- * pieces are issued while the block widens x into shared memory (once per
- * block), and during each chain the pieces of the next stage (the unit's
+ * and few enough groups: 2560 x 2560), a block takes one group instead.
+ * The eight threads of a quarter-warp take every nq-th unit (nq
+ * quarter-warps a block), thread r the chain of row r: the first unit's
+ * 16-byte pieces are issued while the block widens x into shared memory
+ * (once per block), and during each chain the pieces of the next stage (the unit's
  * next 16 pieces, or the next unit's first) are issued one by one as the
  * current ones are taken, so loads overlap the fma chains.  acc =
  * fma(x_k, w_k, acc) from +0 for k ascending, for every row of x at once
