@@ -133,9 +133,10 @@ __host__ __device__ __forceinline__ void bn_split(int n, int blk, int nb, int &r
 __host__ __device__ __forceinline__ int bn_round(int v, int to) { return (v + to - 1) / to * to; }
 
 /* The projection of load kind k (0 qkv, 1 o, 2 gate, 3 up, 4 down): its
- * rows, their first row in the matrix, pitch and words of 16 codes. */
+ * rows, their first row in the matrix, pitch, K (the length of the row the
+ * norm before it quantises) and words of 16 codes. */
 struct bn_kind {
-    int n, row0, pitch, nw;
+    int n, row0, pitch, k, nw;
 };
 
 /* Words between the planes of the quantised rows: nw rounded up to 8 mod
@@ -147,7 +148,8 @@ __host__ __device__ __forceinline__ bn_kind bn_kind_of(const bn_kargs &a, int k)
     r.n = k == 0 ? a.qd + 2 * a.kvd : k == 2 || k == 3 ? a.ffn : a.dim;
     r.row0 = k == 3 ? a.ffn : 0;
     r.pitch = k == 1 ? a.pitch_qd : k == 4 ? a.pitch_ffn : a.pitch_dim;
-    r.nw = k == 1 ? (a.qd + 15) / 16 : k == 4 ? (a.ffn + 15) / 16 : (a.dim + 15) / 16;
+    r.k = k == 1 ? a.qd : k == 4 ? a.ffn : a.dim;
+    r.nw = (r.k + 15) / 16;
     return r;
 }
 
@@ -337,7 +339,7 @@ __device__ __noinline__ void bn_producer(const bn_kargs &a, const bn_sm &S, uint
         }
         /* the weight of the norm before the projection, after its rows */
         const float *nw = bn_norm_weight(L, k0);
-        const uint32_t nbytes = nw ? 4u * (uint32_t)(k0 == 1 ? a.qd : k0 == 4 ? a.ffn : a.dim) : 0u;
+        const uint32_t nbytes = nw ? 4u * (uint32_t)bn_kind_of(a, k0).k : 0u;
         uint64_t at = start;
         for (int j = 0; j < nl; j++) {
             const int k = k0 + j, slot = (i + j) % BN_SLOTS;
@@ -538,7 +540,7 @@ __device__ __noinline__ void bn_norm(const bn_kargs &a, const float *src, int64_
  * sequence, plane t's codes are not shifted down: the masked bytes are
  * 4^t code, summed in an accumulator of their own that is shifted back
  * at the end (exact: a sum of multiples of 4^t; per lane at most 32 words
- * of 4 bytes, 192 x 127 each, far inside int32) -- a third fewer
+ * of 4 bytes, 192 x 128 each, far inside int32) -- a third fewer
  * instructions in the issue-bound loop. */
 template <int NB, int G, int KIND>
 __device__ __forceinline__ void bn_group(const bn_kargs &a, const bn_kind &K, int nwp,
@@ -920,7 +922,7 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
         S.kr0[tid] = r0;
         S.kn[tid] = r1 - r0;
         S.szk[tid] = (uint32_t)bn_round((r1 - r0) * K.pitch, 128);
-        S.nbk[tid] = (uint32_t)bn_round(4 * (tid == 1 ? ka.qd : tid == 4 ? ka.ffn : ka.dim), 128);
+        S.nbk[tid] = (uint32_t)bn_round(4 * K.k, 128);
     }
     /* every block checks the positions (a bad one can only come inside a
      * captured graph; the core checks them otherwise): one outside
@@ -1102,14 +1104,11 @@ bool bn_plan_call(const lk_cuda_device *dev, const lk_bitnet_args *a, bn_kargs &
         const bn_kind K = bn_kind_of(k, kind);
         const int rows = (K.n + nb - 1) / nb;
         rows_max = std::max(rows_max, rows);
-        slab[kind] = bn_round(rows * K.pitch, 128);
+        /* each norm weight travels with the rows of its projection (the
+         * up rows have none: they travel with the gate's) */
+        slab[kind] = bn_round(rows * K.pitch, 128) + (kind == 3 ? 0 : bn_round(4 * K.k, 128));
     }
-    /* each norm weight travels with the rows of its projection, the gate
-     * and up rows together */
-    slab[0] += bn_round(4 * k.dim, 128);
-    slab[1] += bn_round(4 * k.qd, 128);
-    slab[2] += slab[3] + bn_round(4 * k.dim, 128);
-    slab[4] += bn_round(4 * k.ffn, 128);
+    slab[2] += slab[3]; /* the gate and up rows together */
     for (int kind = 0; kind < BN_LOADS; kind++)
         slab_max = std::max(slab_max, slab[kind]);
     if (rows_max > BN_MAX_ROWS)
