@@ -155,7 +155,10 @@ __host__ __device__ __forceinline__ bn_kind bn_kind_of(const bn_kargs &a, int k)
 
 /* The profile's buckets (LOCKSTEP_CUDA_BITNET_PROFILE=1): thread 0 of each
  * block adds the time since its last mark to one of them, right after the
- * bn_sync that ends a step, so a bucket holds the block's time. */
+ * bn_sync that ends a step, so a bucket holds the block's time.  Marks
+ * read the SM's cycle counter (a few cycles, and as fine as the clock);
+ * the report turns cycles into ns with the block's own cycles per ns of
+ * the global timer over the launch, and prints that clock. */
 enum {
     BN_P_OTHER,   /* the start, until the first slab is awaited */
     BN_P_WEIGHTS, /* waits for a slab of weights */
@@ -173,6 +176,7 @@ enum {
  * passes: the host's registers them). */
 __device__ unsigned long long bn_prof_sum[BN_PB], bn_prof_max[BN_PB];
 __device__ unsigned bn_prof_done;
+__device__ unsigned long long bn_prof_mhz;
 
 #if LK_BN_BODY
 
@@ -247,7 +251,7 @@ struct bn_sm { /* the block's small shared state */
     /* RoPE's sine and cosine of pair i at each sequence's position: the
      * same in every layer, so taken once a launch */
     float rsin[BN_MAX_B][BN_MAX_HD / 2], rcos[BN_MAX_B][BN_MAX_HD / 2];
-    unsigned long long tp[BN_PB], tmark; /* the profile (thread 0) */
+    unsigned long long tp[BN_PB], tmark, ns0, cyc0; /* the profile (thread 0): SM cycles */
     int prof;
     /* bytes of the ring this block's share of projection kind k takes, and
      * of the norm weight that rides with it (both 128-byte rounded) */
@@ -286,7 +290,7 @@ __device__ __forceinline__ uint64_t bn_place(const bn_kargs &a, const bn_sm &S, 
 __device__ __forceinline__ void bn_mark(bn_sm &S, int kind)
 {
     if (threadIdx.x == 0 && S.prof) {
-        const unsigned long long t = lk_global_ns();
+        const unsigned long long t = clock64();
         S.tp[kind] += t - S.tmark;
         S.tmark = t;
     }
@@ -861,9 +865,13 @@ __device__ __noinline__ void bn_attention(const bn_kargs &a, const bn_layer &L, 
  * layer, then resets the sums for the next launch. */
 __device__ __noinline__ void bn_profile_report(const bn_sm &S, int nl, int nb)
 {
+    /* the SM's cycles per ns over the launch turn the buckets into ns */
+    const double f = (double)(clock64() - S.cyc0) / (double)(lk_global_ns() - S.ns0);
+    atomicAdd(&bn_prof_mhz, (unsigned long long)(f * 1e3));
     for (int k = 0; k < BN_PB; k++) {
-        atomicAdd(&bn_prof_sum[k], S.tp[k]);
-        atomicMax(&bn_prof_max[k], S.tp[k]);
+        const unsigned long long ns = (unsigned long long)((double)S.tp[k] / f);
+        atomicAdd(&bn_prof_sum[k], ns);
+        atomicMax(&bn_prof_max[k], ns);
     }
     __threadfence();
     if (atomicAdd(&bn_prof_done, 1u) != gridDim.x - 1)
@@ -875,6 +883,8 @@ __device__ __noinline__ void bn_profile_report(const bn_sm &S, int nl, int nb)
         mx[k] = (double)atomicExch(&bn_prof_max[k], 0ull) / nl * 1e-3;
     }
     atomicExch(&bn_prof_done, 0u);
+    printf("lk_bitnet_decode profile: SM clock %.0f MHz (mean over blocks)\n",
+           (double)atomicExch(&bn_prof_mhz, 0ull) / gridDim.x);
     printf("lk_bitnet_decode profile B=%d, %d layers, %d blocks, us a layer, mean (max over "
            "blocks): other %.2f (%.2f) weight-waits %.2f (%.2f) rows-in %.2f (%.2f) lane-sums "
            "%.2f (%.2f) quantise %.2f (%.2f) dots %.2f (%.2f) barriers %.2f (%.2f) attention "
@@ -941,7 +951,8 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
         S.prof = a.prof;
         for (int k = 0; k < BN_PB; k++)
             S.tp[k] = 0;
-        S.tmark = a.prof ? lk_global_ns() : 0;
+        S.tmark = S.cyc0 = a.prof ? clock64() : 0;
+        S.ns0 = a.prof ? lk_global_ns() : 0;
     }
     bn_scales(a, a.L[0].qkv, 0, S);
     {   /* the block's rows of x, which it alone updates (o and down: dim rows) */
