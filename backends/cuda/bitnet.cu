@@ -26,14 +26,18 @@
  * instead of waiting for them, and issuing it is off the path of the 16
  * compute warps (which synchronise on named barrier 1).
  *
- * Where it stands (docs/bench.md, fifteenth round): bit-exact; on an H100
- * a 30-layer step now takes about 35 us a layer and decodes as fast as the
- * ops in a CUDA graph (about 690 tokens/s at batch 1), from 50 us a layer
- * in the fourteenth round.  What is left is latency: the four norms'
- * chains (row from L2, lane sums, 1 / rms, maximum, codes: about 1.5 us
- * each), five grid barriers (a release fence and a poll, about 1.5 us
- * each, the one after attention waiting for the 20 blocks that hold a
- * head) and the dot products (issue-bound, about 2 us a phase).
+ * Where it stands (docs/bench.md, fifteenth and seventeenth rounds):
+ * bit-exact; on an H100 a 30-layer step takes about 35 us a layer and
+ * decodes as fast as the ops in a CUDA graph (about 690-700 tokens/s at
+ * batch 1), from 50 us a layer in the fourteenth round.  What is left is
+ * latency: the four norms' chains (row from L2, lane sums, 1 / rms,
+ * maximum, codes: about 1.5 us each), five grid barriers (a release fence
+ * and a poll, about 1.5 us each, the one after attention waiting for the
+ * 20 blocks that hold a head) and the dot products (about 1.75 us a
+ * phase for a few hundred cycles of issue: neither their unrolling nor
+ * their code size moves it).  Handoff words polled by the readers instead
+ * of the barriers (NCCL's LL protocol) were bit-exact and slower (branch
+ * ll-handoff).
  *
  * The bits are the composition's (docs/numerics.md 12.6): each phase runs
  * the sequences of the ops it replaces -- the norm's lane sums
