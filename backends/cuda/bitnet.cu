@@ -34,8 +34,8 @@
  * maximum, codes: about 1.5 us each), five grid barriers (a release fence
  * and a poll, about 1.5 us each, the one after attention waiting for the
  * 20 blocks that hold a head) and the dot products (about 1.75 us a
- * phase for a few hundred cycles of issue: neither their unrolling nor
- * their code size moves it).  Handoff words polled by the readers instead
+ * phase for 270-1300 cycles of issue: neither their unrolling nor their
+ * code size moves it).  Handoff words polled by the readers instead
  * of the barriers (NCCL's LL protocol) were bit-exact and slower (branch
  * ll-handoff).
  *
