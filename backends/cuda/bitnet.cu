@@ -414,9 +414,11 @@ __device__ __noinline__ void bn_phase_wait(const bn_kargs &a, bn_sm &S, unsigned
     bn_mark(S, BN_P_BARRIER);
 }
 
-/* The slab of load i (every thread), once its bytes have landed. */
-__device__ __noinline__ const uint8_t *bn_slab(bn_sm &S, uint32_t bars, const unsigned char *ring,
-                                               uint32_t off, int i)
+/* The slab of load i (every thread), once its bytes have landed.  Inline:
+ * a pointer returned from a call is generic, and bn_rows then read the
+ * codes with generic loads instead of ld.shared. */
+__device__ __forceinline__ const uint8_t *bn_slab(bn_sm &S, uint32_t bars,
+                                                  const unsigned char *ring, uint32_t off, int i)
 {
     bn_mark(S, BN_P_OTHER);
     lk_mbar_wait(bars + 8 * (i % BN_SLOTS), (unsigned)((i / BN_SLOTS) & 1));
