@@ -86,7 +86,7 @@ namespace {
 #define BN_MAX_CTX 4096
 #define BN_MAX_HD 256
 #define BN_MAX_CHUNKS 4  /* norm rows of up to 16384 */
-#define BN_MAX_LAYERS 24 /* per launch: the arguments stay under 4 KB */
+#define BN_MAX_LAYERS 32 /* per launch (arguments within 4 KB): BitNet-2B-4T's 30 in one */
 #define BN_SLOTS 8       /* weight loads in flight */
 #define BN_LOADS 5       /* per layer: qkv, o, gate, up, down */
 #define BN_MAX_ROWS 256  /* rows of one projection a block takes */
@@ -94,15 +94,19 @@ namespace {
 
 struct bn_proj {
     const uint8_t *w; /* codes, rows of `pitch` bytes (the prepared copy) */
-    const float *s;   /* s[n] per row, or s[0] */
-    int per_row;
+    const float *s;   /* s[n] per row (bit of bn_layer.srow set), or s[0] */
 };
 
+/* 112 bytes a layer: 32 of them and the rest within the 4 KB of kernel
+ * arguments every driver takes, so a 30-layer step is one launch (one
+ * ramp-up, one cold weight ring; two launches of 24 and 6 layers were
+ * about 2 % slower on an H100, docs/bench.md "Eighteenth round"). */
 struct bn_layer {
     bn_proj qkv, o, gu, dn;
     const float *an, *asn, *fn, *fsn; /* NULL: no weight */
     float *kv;
-    int64_t kvld;
+    int kvld; /* floats between cache rows (bn_plan_call checks it fits) */
+    int srow; /* bit k: projection k (0 qkv, 1 o, 2 gate-up, 3 down) has a scale per row */
 };
 
 struct bn_kargs {
@@ -300,19 +304,22 @@ __device__ __forceinline__ void bn_mark(bn_sm &S, int kind)
     }
 }
 
-/* The weight scales of projection `kind` for this block's rows (and the up
- * rows' with the gate's) into S.sc: 4-byte asynchronous copies issued
- * before the barrier that precedes their phase, in by the norm's wait (an
- * HBM round trip the norm's rows from L2 no longer wait behind). */
-__device__ __forceinline__ void bn_scales(const bn_kargs &a, const bn_proj &P, int kind, bn_sm &S)
+/* The weight scales of layer L's projection of load kind `kind` (0 qkv, 1
+ * o, 2 gate with up, 4 down) for this block's rows (and the up rows' with
+ * the gate's) into S.sc: 4-byte asynchronous copies issued before the
+ * barrier that precedes their phase, in by the norm's wait (an HBM round
+ * trip the norm's rows from L2 no longer wait behind). */
+__device__ __forceinline__ void bn_scales(const bn_kargs &a, const bn_layer &L, int kind, bn_sm &S)
 {
     const bn_kind K = bn_kind_of(a, kind);
+    const bn_proj &P = kind == 0 ? L.qkv : kind == 1 ? L.o : kind == 2 ? L.gu : L.dn;
+    const bool per_row = L.srow >> (kind == 4 ? 3 : kind) & 1;
     const int r0 = S.kr0[kind];
     const int tid = threadIdx.x;
     if (tid < S.kn[kind]) {
-        bn_cp4(&S.sc[0][tid], P.s + (P.per_row ? K.row0 + r0 + tid : 0));
+        bn_cp4(&S.sc[0][tid], P.s + (per_row ? K.row0 + r0 + tid : 0));
         if (kind == 2)
-            bn_cp4(&S.sc[1][tid], P.s + (P.per_row ? a.ffn + r0 + tid : 0));
+            bn_cp4(&S.sc[1][tid], P.s + (per_row ? a.ffn + r0 + tid : 0));
     }
 }
 
@@ -381,13 +388,13 @@ __device__ __noinline__ void bn_producer(const bn_kargs &a, const bn_sm &S, uint
 
 /* The end of a phase (every compute thread): `freed` loads are done with
  * (the weight warp may reuse their room), the scales of the next
- * projection (np, of load kind nk; np NULL: none) are requested, and with
+ * projection (layer nl's of load kind nk; nl NULL: none) are requested, and with
  * `barrier` the block arrives at the grid barrier that bn_phase_wait then
  * waits at, before the next phase reads what this one wrote.  `kind`: the
  * profile's bucket of the phase. */
 __device__ __noinline__ void bn_phase_end(const bn_kargs &a, int &freed_loads, bn_sm &S,
                                           uint32_t empty, int freed, bool barrier, int kind,
-                                          const bn_proj *np, int nk, unsigned &target)
+                                          const bn_layer *nl, int nk, unsigned &target)
 {
     bn_sync();
     bn_mark(S, kind);
@@ -399,8 +406,8 @@ __device__ __noinline__ void bn_phase_end(const bn_kargs &a, int &freed_loads, b
         for (int i = 0; i < freed; i++, freed_loads++)
             lk_mbar_arrive(empty + 8 * (freed_loads % BN_SLOTS));
     }
-    if (np)
-        bn_scales(a, *np, nk, S);
+    if (nl)
+        bn_scales(a, *nl, nk, S);
     if (barrier)
         bn_mark(S, BN_P_ARRIVE);
 }
@@ -960,7 +967,7 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
         S.tmark = S.cyc0 = a.prof ? clock64() : 0;
         S.ns0 = a.prof ? lk_global_ns() : 0;
     }
-    bn_scales(a, a.L[0].qkv, 0, S);
+    bn_scales(a, a.L[0], 0, S);
     {   /* the block's rows of x, which it alone updates (o and down: dim rows) */
         const int r0 = S.kr0[1], nr = S.kn[1];
         for (int i = tid; i < NB * nr; i += BN_THREADS)
@@ -989,7 +996,7 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
             bn_norm<NB>(a, a.x, a.ldx, a.dim, L.an ? bn_wsm(S, 0, w) : nullptr, U, X, S);
             bn_rows<NB, 0>(a, w, nullptr, X, S);
         }
-        bn_phase_end(a, freed_loads, S, empty, 1, true, BN_P_DOTS, &L.o, 1, target);
+        bn_phase_end(a, freed_loads, S, empty, 1, true, BN_P_DOTS, &L, 1, target);
         if (blockIdx.x < NB * a.nh)
             bn_attn_prefetch(a, L, U, S);
         bn_phase_wait(a, S, target);
@@ -1008,7 +1015,7 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
             bn_norm<NB>(a, a.att, a.qd, a.qd, L.asn ? bn_wsm(S, 1, w) : nullptr, U, X, S);
             bn_rows<NB, 1>(a, w, nullptr, X, S);
         }
-        bn_phase_end(a, freed_loads, S, empty, 1, true, BN_P_DOTS, &L.gu, 2, target);
+        bn_phase_end(a, freed_loads, S, empty, 1, true, BN_P_DOTS, &L, 2, target);
         bn_phase_wait(a, S, target);
         ld++;
 
@@ -1021,7 +1028,7 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
             bn_norm<NB>(a, a.x, a.ldx, a.dim, L.fn ? bn_wsm(S, 3, wu) : nullptr, U, X, S);
             bn_rows<NB, 2>(a, wg, wu, X, S);
         }
-        bn_phase_end(a, freed_loads, S, empty, 2, true, BN_P_DOTS, &L.dn, 4, target);
+        bn_phase_end(a, freed_loads, S, empty, 2, true, BN_P_DOTS, &L, 4, target);
         bn_phase_wait(a, S, target);
         ld += 2;
 
@@ -1033,7 +1040,7 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
             bn_rows<NB, 4>(a, w, nullptr, X, S);
         }
         bn_phase_end(a, freed_loads, S, empty, 1, !last, BN_P_DOTS,
-                     last ? nullptr : &a.L[l + 1].qkv, 0, target);
+                     last ? nullptr : &a.L[l + 1], 0, target);
         if (!last)
             bn_phase_wait(a, S, target);
         ld++;
@@ -1095,6 +1102,9 @@ bool bn_plan_call(const lk_cuda_device *dev, const lk_bitnet_args *a, bn_kargs &
             !al16(L.ffn_sub_norm.data))
             return snprintf(why, wl, "layer %lld's norm weights are not 16-byte aligned",
                             (long long)l), false;
+        if (L.kv.ld > INT_MAX)
+            return snprintf(why, wl, "layer %lld's cache rows are %lld floats apart (at most %d)",
+                            (long long)l, (long long)L.kv.ld, INT_MAX), false;
     }
     memset(&k, 0, sizeof k);
     k.dim = (int)a->dim, k.nh = (int)a->n_head, k.nkv = (int)a->n_kv, k.hd = (int)a->head_dim;
@@ -1158,13 +1168,15 @@ bool bn_plan_call(const lk_cuda_device *dev, const lk_bitnet_args *a, bn_kargs &
     return true;
 }
 
-bn_proj bn_proj_of(const lk_bitnet_weight_args &w)
+/* Projection k of a layer (bit k of the layer's srow: a scale per row). */
+bn_proj bn_proj_of(const lk_bitnet_weight_args &w, int k, int &srow)
 {
     const lk_cuda_weights *h = (const lk_cuda_weights *)w.prepared;
     bn_proj p;
     p.w = (const uint8_t *)h->w;
     p.s = (const float *)h->scale;
-    p.per_row = h->scale_n != 1;
+    if (h->scale_n != 1)
+        srow |= 1 << k;
     return p;
 }
 
@@ -1243,12 +1255,13 @@ extern "C" lk_status lk_cuda_bitnet_decode(void *queue, const lk_bitnet_args *a)
             for (int i = 0; i < k.nl; i++) {
                 const lk_bitnet_layer_args &S = a->layers[l0 + i];
                 bn_layer &D = k.L[i];
-                D.qkv = bn_proj_of(S.qkv), D.o = bn_proj_of(S.o);
-                D.gu = bn_proj_of(S.gate_up), D.dn = bn_proj_of(S.down);
+                D.srow = 0;
+                D.qkv = bn_proj_of(S.qkv, 0, D.srow), D.o = bn_proj_of(S.o, 1, D.srow);
+                D.gu = bn_proj_of(S.gate_up, 2, D.srow), D.dn = bn_proj_of(S.down, 3, D.srow);
                 D.an = (const float *)S.attn_norm.data, D.asn = (const float *)S.attn_sub_norm.data;
                 D.fn = (const float *)S.ffn_norm.data, D.fsn = (const float *)S.ffn_sub_norm.data;
                 D.kv = (float *)S.kv.data;
-                D.kvld = S.kv.ld;
+                D.kvld = (int)S.kv.ld;
             }
             /* the barrier's count starts at zero in every launch */
             e = cudaMemsetAsync(k.sync, 0, 4, op.stream());
