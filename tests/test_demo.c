@@ -47,6 +47,36 @@ static int run(lk_device *dev, const bn_weights *w, int64_t nb, const int32_t *p
     return rc;
 }
 
+/* run, with the logits kept on the device (bn_model_keep) and read back
+ * at the end; bad slots are refused and leave the outputs alone. */
+static int run_kept(lk_device *dev, const bn_weights *w, int64_t nb, const int32_t *prompt,
+                    float *out, unsigned flags, int *refused)
+{
+    const int64_t V = w->cfg.vocab;
+    bn_model *m = NULL;
+    int32_t next[B];
+    if (bn_model_create(dev, 0, w, B, T, flags, &m, err, sizeof err))
+        return -1;
+    int rc = bn_model_keep(m, STEPS + 1, err, sizeof err);
+    rc = rc ? rc : bn_model_forward_kept(m, nb, T, 0, prompt, 0, next, err, sizeof err);
+    for (int s = 1; s <= STEPS && !rc; s++)
+        rc = bn_model_forward_kept(m, nb, 1, T + s - 1, next, s, next, err, sizeof err);
+    for (int s = 0; s <= STEPS && !rc; s++)
+        rc = bn_model_kept(m, s, nb, out + (size_t)s * nb * V, err, sizeof err);
+    /* out of range: an error naming the slot, next and the logits untouched */
+    int32_t keep_next[B];
+    memcpy(keep_next, next, sizeof next);
+    float sentinel = out[0];
+    *refused = !rc && bn_model_forward_kept(m, nb, 1, T + STEPS, next, STEPS + 1, next, err,
+                                            sizeof err) != 0 &&
+               strstr(err, "slot") && !memcmp(keep_next, next, sizeof next) &&
+               bn_model_kept(m, -1, nb, out, err, sizeof err) != 0 &&
+               bn_model_keep(m, STEPS + 2, err, sizeof err) != 0 &&
+               !memcmp(&sentinel, &out[0], 4);
+    bn_model_destroy(m);
+    return rc;
+}
+
 static int same_weights(const bn_weights *a, const bn_weights *b)
 {
     const bn_config *c = &a->cfg;
@@ -152,6 +182,24 @@ int main(void)
                "%s, %s: batch 4: the reference's bits (hence batch invariant)%s%s", p.name, how,
                r4 ? ": " : "", r4 ? err : "");
         }
+    }
+    /* Logits kept on the device (how `lockstep demo` times decode): the
+     * same bits on every device, bad slots refused. */
+    for (int i = 0; i < nd; i++) {
+        lk_device *d;
+        lk_device_props p;
+        if (lk_device_get(ctx, i, &d) != LK_OK || lk_device_props_get(d, &p) != LK_OK)
+            continue;
+        int refused = 0;
+        const unsigned fl = BN_PREPARED | BN_GRAPH | BN_LAYERS_OP;
+        int rk = run_kept(d, &w, B, prompt, got, fl, &refused);
+        if (rk && strstr(err, "LK_ERR_UNSUPPORTED")) {
+            skip(1, "%s does not implement an op of the model: %s", p.name, err);
+            continue;
+        }
+        ok(rk == 0 && refused && !memcmp(got, want4, n4 * 4),
+           "%s: batch 4 with the logits kept on the device: the reference's bits, bad slots "
+           "refused%s%s", p.name, rk ? ": " : "", rk ? err : "");
     }
     /* The reference with prepared weights too, and with decode graphs. */
     err[0] = '\0';

@@ -33,7 +33,9 @@ static void usage(FILE *f)
             "tokens/s and the SHA-256 of each step's logits per device, and fails unless\n"
             "every device gives the same bits, and a sequence's logits in a batch of 4\n"
             "are those it has alone.  Without --model: BitNet-2B-4T's layer shapes with\n"
-            "fewer layers and weights from a fixed seed (no download).\n\n"
+            "fewer layers and weights from a fixed seed (no download).  The rates time\n"
+            "each call until its next tokens are on the host; the logits stay on the\n"
+            "device meanwhile and are read back and hashed after the timing.\n\n"
             "  --layers N        layers of the built-in model (default 2; 2B-4T has 30)\n"
             "  --tiny            a tiny built-in model (dim 256, for tests)\n"
             "  --seed N          seed of the built-in weights (default 1)\n"
@@ -384,18 +386,25 @@ int lk_cmd_demo(int argc, char **argv)
          * timed prefill rewrites the cache row it leaves. */
         int32_t warm[DEMO_MAX_BATCH];
         int bad = bn_model_forward(m, 1, 1, 0, prompt, NULL, warm, err, sizeof err);
+        /* The timed calls read back only the next tokens, as generating
+         * does; each step's logits stay on the device (a copy there) and
+         * are read and hashed after the timing.  Where the device has no
+         * room for them, each call copies its logits out (slower). */
+        const int keep = !bad && bn_model_keep(m, steps + 1, err, sizeof err) == 0;
         for (int bi = 0; bi < nbatch && !bad; bi++) {
             int64_t B = batches[bi];
             int32_t next[DEMO_MAX_BATCH];
             double t0 = now();
-            bad = bn_model_forward(m, B, T, 0, prompt, logits, next, err, sizeof err);
+            bad = keep ? bn_model_forward_kept(m, B, T, 0, prompt, 0, next, err, sizeof err)
+                       : bn_model_forward(m, B, T, 0, prompt, logits, next, err, sizeof err);
             double t1 = now();
             r->prefill_tps[bi] = (double)(B * T) / (t1 - t0);
             double tdec = 0;
             for (long s = 0; !bad; s++) {
                 for (int64_t b = 0; b < B; b++) {
-                    lk_sha256_hex(logits + b * c->vocab, (size_t)c->vocab * sizeof(float),
-                                  r->hash[bi][s][b]);
+                    if (!keep)
+                        lk_sha256_hex(logits + b * c->vocab, (size_t)c->vocab * sizeof(float),
+                                      r->hash[bi][s][b]);
                     r->tokens[bi][b][s] = next[b];
                 }
                 if (s == steps)
@@ -403,8 +412,16 @@ int lk_cmd_demo(int argc, char **argv)
                 int32_t ids[DEMO_MAX_BATCH];
                 memcpy(ids, next, sizeof ids);
                 t0 = now();
-                bad = bn_model_forward(m, B, 1, T + s, ids, logits, next, err, sizeof err);
+                bad = keep ? bn_model_forward_kept(m, B, 1, T + s, ids, s + 1, next, err,
+                                                   sizeof err)
+                           : bn_model_forward(m, B, 1, T + s, ids, logits, next, err, sizeof err);
                 tdec += now() - t0;
+            }
+            for (long s = 0; keep && !bad && s <= steps; s++) {
+                bad = bn_model_kept(m, s, B, logits, err, sizeof err);
+                for (int64_t b = 0; b < B && !bad; b++)
+                    lk_sha256_hex(logits + b * c->vocab, (size_t)c->vocab * sizeof(float),
+                                  r->hash[bi][s][b]);
             }
             r->decode_tps[bi] = steps && tdec > 0 ? (double)(B * steps) / tdec : 0;
             if (steps)

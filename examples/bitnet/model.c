@@ -536,6 +536,8 @@ struct bn_model {
     lk_tensor *blt;  /* per layer: 4 norm weights and the cache */
     void *scratch;
     size_t scratch_bytes;
+    float *kept;          /* bn_model_keep: kept_slots x max_batch x vocab logits */
+    int64_t kept_slots;
 };
 
 static void *dalloc(bn_model *m, size_t bytes)
@@ -1006,8 +1008,10 @@ int bn_model_graph_mode(const bn_model *m)
     return native ? 2 : 1;
 }
 
-int bn_model_forward(bn_model *m, int64_t B, int64_t T, int64_t pos0, const int32_t *ids,
-                     float *logits, int32_t *next, char *err, size_t errlen)
+/* bn_model_forward and bn_model_forward_kept: the logits to the host
+ * (logits) and/or into a kept slot (slot >= 0). */
+static int forward(bn_model *m, int64_t B, int64_t T, int64_t pos0, const int32_t *ids,
+                   float *logits, int64_t slot, int32_t *next, char *err, size_t errlen)
 {
     const bn_config *c = &m->c;
     const int64_t M = B * T;
@@ -1043,8 +1047,54 @@ int bn_model_forward(bn_model *m, int64_t B, int64_t T, int64_t pos0, const int3
     if (logits)
         TRY(lk_memcpy(m->q, logits, m->logits, (size_t)(B * c->vocab) * 4,
                       LK_COPY_DEVICE_TO_HOST));
+    if (slot >= 0)
+        TRY(lk_memcpy(m->q, m->kept + slot * m->max_b * c->vocab, m->logits,
+                      (size_t)(B * c->vocab) * 4, LK_COPY_DEVICE_TO_DEVICE));
     TRY(lk_queue_sync(m->q));
     for (int64_t b = 0; b < B; b++)
         next[b] = (int32_t)m->h_am[b];
+    return 0;
+}
+
+int bn_model_forward(bn_model *m, int64_t B, int64_t T, int64_t pos0, const int32_t *ids,
+                     float *logits, int32_t *next, char *err, size_t errlen)
+{
+    return forward(m, B, T, pos0, ids, logits, -1, next, err, errlen);
+}
+
+int bn_model_keep(bn_model *m, int64_t slots, char *err, size_t errlen)
+{
+    if (slots < 1)
+        return lkg_fail(err, errlen, "bn_model_keep: %lld slots", (long long)slots);
+    if (m->kept && slots <= m->kept_slots)
+        return 0;
+    if (m->kept)
+        return lkg_fail(err, errlen, "bn_model_keep: %lld slots asked after %lld",
+                        (long long)slots, (long long)m->kept_slots);
+    const size_t bytes = (size_t)(slots * m->max_b * m->c.vocab) * 4;
+    if (!(m->kept = dalloc(m, bytes)))
+        return lkg_fail(err, errlen, "%s: no room for %lld steps' logits (%zu bytes): %s",
+                        lk_device_name(m->dev), (long long)slots, bytes, lk_last_error());
+    m->kept_slots = slots;
+    return 0;
+}
+
+int bn_model_forward_kept(bn_model *m, int64_t B, int64_t T, int64_t pos0, const int32_t *ids,
+                          int64_t slot, int32_t *next, char *err, size_t errlen)
+{
+    if (slot < 0 || slot >= m->kept_slots || B < 1 || B > m->max_b)
+        return lkg_fail(err, errlen, "bn_model_forward_kept: slot %lld of %lld, batch %lld",
+                        (long long)slot, (long long)m->kept_slots, (long long)B);
+    return forward(m, B, T, pos0, ids, NULL, slot, next, err, errlen);
+}
+
+int bn_model_kept(bn_model *m, int64_t slot, int64_t B, float *logits, char *err, size_t errlen)
+{
+    if (slot < 0 || slot >= m->kept_slots || B < 1 || B > m->max_b)
+        return lkg_fail(err, errlen, "bn_model_kept: slot %lld of %lld, batch %lld",
+                        (long long)slot, (long long)m->kept_slots, (long long)B);
+    TRY(lk_memcpy(m->q, logits, m->kept + slot * m->max_b * m->c.vocab,
+                  (size_t)(B * m->c.vocab) * 4, LK_COPY_DEVICE_TO_HOST));
+    TRY(lk_queue_sync(m->q));
     return 0;
 }

@@ -111,4 +111,17 @@ void bn_model_destroy(bn_model *m);
 int bn_model_forward(bn_model *m, int64_t B, int64_t T, int64_t pos0, const int32_t *ids,
                      float *logits, int32_t *next, char *err, size_t errlen);
 
+/* Room on the device for the logits of `slots` forward calls of up to
+ * max_batch sequences each (allocated once; a later call may only ask for
+ * as many or fewer).  bn_model_forward_kept then leaves the logits in slot
+ * s instead of copying them to the host: a timed decode loop reads back
+ * only the next tokens, as generating text does, and bn_model_kept copies
+ * the logits out afterwards.  0, or -1 with err (no device memory left). */
+int bn_model_keep(bn_model *m, int64_t slots, char *err, size_t errlen);
+/* bn_model_forward with the logits kept in slot s (bn_model_keep). */
+int bn_model_forward_kept(bn_model *m, int64_t B, int64_t T, int64_t pos0, const int32_t *ids,
+                          int64_t slot, int32_t *next, char *err, size_t errlen);
+/* The logits kept in slot s, B sequences, into host memory. */
+int bn_model_kept(bn_model *m, int64_t slot, int64_t B, float *logits, char *err, size_t errlen);
+
 #endif
