@@ -393,6 +393,42 @@ static void floor_row(double bytes)
            "  floor", bytes / copy_gbs / 1e3);
 }
 
+/* bench_handoff.cu: one phase's handoff across the SMs, alone */
+int lk_bench_handoff(int mode, int n, int iters, int reps, double *us);
+
+/* The floor of a phase of lk_bitnet_decode's fused kernel (bitnet.cu): a
+ * row handed from every SM to every SM with nothing else running.  A
+ * BitNet-2B-4T layer at batch 1 hands rows over five times (of 2560
+ * floats, and one of 6912), so five of the second line are a floor under
+ * a layer; issue 7's target leaves about 14.8 us a layer on an H100
+ * (docs/bench.md, "Eighteenth round"). */
+static void bench_handoff(void)
+{
+    static const struct {
+        int mode, n;
+        const char *name, *what;
+    } cases[] = {
+        {0, 0, "handoff: grid barrier", "release-add, acquire poll"},
+        {1, 2560, "  + stores, row read n=2560", "the fused kernel's handoff"},
+        {1, 6912, "  + stores, row read n=6912", "the fused kernel's handoff"},
+        {2, 2560, "  LL words instead, n=2560", "value+number words, polled"},
+        {2, 6912, "  LL words instead, n=6912", "value+number words, polled"},
+        {3, 2560, "  row read alone, n=2560", "every SM the same lines"},
+        {3, 6912, "  row read alone, n=6912", "every SM the same lines"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        double us = 0.0;
+        const int iters = quick ? 200 : 2000;
+        const int e = lk_bench_handoff(cases[i].mode, cases[i].n ? cases[i].n : 4, iters, 5, &us);
+        if (e) {
+            printf("%-34s cannot run: %s\n", cases[i].name, cudaGetErrorString((cudaError_t)e));
+            return;
+        }
+        printf("%-34s %10.2f us   (%s; best of 5 launches of %d, one block an SM)\n",
+               cases[i].name, us, cases[i].what, iters);
+    }
+}
+
 /* The cost of the smallest op, a 1-element add, timed as every case is:
  * what a kernel costs in a replayed graph before it does any work, the
  * floor of the decode-sized kernels (a ternary GEMV of 2560 x 2560 moves
@@ -622,6 +658,8 @@ int main(int argc, char **argv)
         printf("%-34s %10.1f us %9.1f GB/s (read + write)\n", "D2D copy 256 MiB", c, copy_gbs);
     }
     bench_floor_op();
+    if (wanted("handoff"))
+        bench_handoff();
     printf("\n");
 
     if (quick) {

@@ -100,9 +100,10 @@ endif
 backends_cuda_lockstep_cuda_bench_SOURCES = backends/cuda/bench_cuda.c
 backends_cuda_lockstep_cuda_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) $(lk_cuda_test_defs) \
 	$(lk_cublas_defs)
-backends_cuda_lockstep_cuda_bench_LDADD = backends/cuda/bench_read.lo liblockstep.la \
+backends_cuda_lockstep_cuda_bench_LDADD = backends/cuda/bench_read.lo \
+	backends/cuda/bench_handoff.lo liblockstep.la \
 	$(CUBLAS_LIBS) $(CUDA_LIBS)
-EXTRA_DIST += backends/cuda/bench_read.cu
+EXTRA_DIST += backends/cuda/bench_read.cu backends/cuda/bench_handoff.cu
 backends/cuda/bench_read.lo: backends/cuda/launch.cuh backends/cuda/loads.cuh
 if LK_HAVE_CUBLAS
 lk_cublas_defs = -DLK_BENCH_CUBLAS
