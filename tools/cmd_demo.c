@@ -391,6 +391,9 @@ int lk_cmd_demo(int argc, char **argv)
          * are read and hashed after the timing.  Where the device has no
          * room for them, each call copies its logits out (slower). */
         const int keep = !bad && bn_model_keep(m, steps + 1, err, sizeof err) == 0;
+        if (!bad && !keep)
+            fprintf(stderr, "lockstep demo: %s: the logits are read back inside the timing (%s)\n",
+                    r->name, err);
         for (int bi = 0; bi < nbatch && !bad; bi++) {
             int64_t B = batches[bi];
             int32_t next[DEMO_MAX_BATCH];

@@ -1064,7 +1064,7 @@ int bn_model_forward(bn_model *m, int64_t B, int64_t T, int64_t pos0, const int3
 
 int bn_model_keep(bn_model *m, int64_t slots, char *err, size_t errlen)
 {
-    if (slots < 1)
+    if (slots < 1 || slots > (int64_t)(SIZE_MAX / 4) / m->max_b / m->c.vocab)
         return lkg_fail(err, errlen, "bn_model_keep: %lld slots", (long long)slots);
     if (m->kept && slots <= m->kept_slots)
         return 0;
@@ -1083,16 +1083,20 @@ int bn_model_forward_kept(bn_model *m, int64_t B, int64_t T, int64_t pos0, const
                           int64_t slot, int32_t *next, char *err, size_t errlen)
 {
     if (slot < 0 || slot >= m->kept_slots || B < 1 || B > m->max_b)
-        return lkg_fail(err, errlen, "bn_model_forward_kept: slot %lld of %lld, batch %lld",
-                        (long long)slot, (long long)m->kept_slots, (long long)B);
+        return lkg_fail(err, errlen, "bn_model_forward_kept: slot %lld outside the %lld kept "
+                        "(bn_model_keep), or batch %lld outside 1 .. %lld",
+                        (long long)slot, (long long)m->kept_slots, (long long)B,
+                        (long long)m->max_b);
     return forward(m, B, T, pos0, ids, NULL, slot, next, err, errlen);
 }
 
 int bn_model_kept(bn_model *m, int64_t slot, int64_t B, float *logits, char *err, size_t errlen)
 {
     if (slot < 0 || slot >= m->kept_slots || B < 1 || B > m->max_b)
-        return lkg_fail(err, errlen, "bn_model_kept: slot %lld of %lld, batch %lld",
-                        (long long)slot, (long long)m->kept_slots, (long long)B);
+        return lkg_fail(err, errlen, "bn_model_kept: slot %lld outside the %lld kept "
+                        "(bn_model_keep), or batch %lld outside 1 .. %lld",
+                        (long long)slot, (long long)m->kept_slots, (long long)B,
+                        (long long)m->max_b);
     TRY(lk_memcpy(m->q, logits, m->kept + slot * m->max_b * m->c.vocab,
                   (size_t)(B * m->c.vocab) * 4, LK_COPY_DEVICE_TO_HOST));
     TRY(lk_queue_sync(m->q));
