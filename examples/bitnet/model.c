@@ -1079,24 +1079,29 @@ int bn_model_keep(bn_model *m, int64_t slots, char *err, size_t errlen)
     return 0;
 }
 
+/* 0 when slot s of B sequences is kept (bn_model_keep), else -1 and err */
+static int kept_slot_ok(const bn_model *m, const char *fn, int64_t slot, int64_t B, char *err,
+                        size_t errlen)
+{
+    if (slot >= 0 && slot < m->kept_slots && B >= 1 && B <= m->max_b)
+        return 0;
+    return lkg_fail(err, errlen, "%s: slot %lld outside the %lld kept (bn_model_keep), or batch "
+                    "%lld outside 1 .. %lld", fn, (long long)slot, (long long)m->kept_slots,
+                    (long long)B, (long long)m->max_b);
+}
+
 int bn_model_forward_kept(bn_model *m, int64_t B, int64_t T, int64_t pos0, const int32_t *ids,
                           int64_t slot, int32_t *next, char *err, size_t errlen)
 {
-    if (slot < 0 || slot >= m->kept_slots || B < 1 || B > m->max_b)
-        return lkg_fail(err, errlen, "bn_model_forward_kept: slot %lld outside the %lld kept "
-                        "(bn_model_keep), or batch %lld outside 1 .. %lld",
-                        (long long)slot, (long long)m->kept_slots, (long long)B,
-                        (long long)m->max_b);
+    if (kept_slot_ok(m, "bn_model_forward_kept", slot, B, err, errlen))
+        return -1;
     return forward(m, B, T, pos0, ids, NULL, slot, next, err, errlen);
 }
 
 int bn_model_kept(bn_model *m, int64_t slot, int64_t B, float *logits, char *err, size_t errlen)
 {
-    if (slot < 0 || slot >= m->kept_slots || B < 1 || B > m->max_b)
-        return lkg_fail(err, errlen, "bn_model_kept: slot %lld outside the %lld kept "
-                        "(bn_model_keep), or batch %lld outside 1 .. %lld",
-                        (long long)slot, (long long)m->kept_slots, (long long)B,
-                        (long long)m->max_b);
+    if (kept_slot_ok(m, "bn_model_kept", slot, B, err, errlen))
+        return -1;
     TRY(lk_memcpy(m->q, logits, m->kept + slot * m->max_b * m->c.vocab,
                   (size_t)(B * m->c.vocab) * 4, LK_COPY_DEVICE_TO_HOST));
     TRY(lk_queue_sync(m->q));
