@@ -263,19 +263,13 @@ struct bn_sm { /* the block's small shared state */
     float rsin[BN_MAX_B][BN_MAX_HD / 2], rcos[BN_MAX_B][BN_MAX_HD / 2];
     unsigned long long tp[BN_PB], tmark, ns0, cyc0; /* the profile (thread 0): SM cycles */
     int prof;
-    /* bytes of the ring this block's share of projection kind k takes, and
-     * of the norm weight that rides with it (both 128-byte rounded) */
-    uint32_t szk[BN_LOADS], nbk[BN_LOADS];
+    /* bytes of the ring this block's share of projection kind k takes
+     * (128-byte rounded) */
+    uint32_t szk[BN_LOADS];
     /* the block's rows of projection kind k: [kr0, kr0 + kn) of its n
      * (bn_split, set once a launch: not an integer division each phase) */
     int kr0[BN_LOADS], kn[BN_LOADS];
 };
-
-/* The norm weight before load kind k of layer L (NULL: none). */
-__device__ __forceinline__ const float *bn_norm_weight(const bn_layer &L, int k)
-{
-    return k == 0 ? L.an : k == 1 ? L.asn : k == 2 || k == 3 ? L.fn : L.fsn;
-}
 
 /* Where in the ring the load group starting at load i goes (a gate load
  * takes its up load along: one phase needs both, so they are placed
@@ -287,14 +281,29 @@ __device__ __forceinline__ uint64_t bn_place(const bn_kargs &a, const bn_sm &S, 
                                              uint64_t &head, uint32_t &need)
 {
     const int k0 = i % BN_LOADS;
-    need = S.szk[k0] + (k0 == 2 ? S.szk[3] : 0u) +
-           (bn_norm_weight(a.L[i / BN_LOADS], k0) ? S.nbk[k0] : 0u);
+    need = S.szk[k0] + (k0 == 2 ? S.szk[3] : 0u);
     uint64_t start = head;
     const uint32_t off = (uint32_t)(start % (uint32_t)a.ring);
     if (off + need > (uint32_t)a.ring)
         start += (uint32_t)a.ring - off;
     head = start + need;
     return start;
+}
+
+/* The compute side's bn_place: the offset in the ring alone, with 32-bit
+ * arithmetic (a 64-bit remainder by a runtime divisor is a call of some
+ * hundred cycles, on every phase's path).  hoff is head's offset, kept
+ * in (0, ring]: a group that does not fit before the end starts at 0, as
+ * bn_place's start rounds up to the next lap. */
+__device__ __forceinline__ uint32_t bn_place_off(const bn_kargs &a, const bn_sm &S, int i,
+                                                 uint32_t &hoff)
+{
+    uint64_t head = 0;
+    uint32_t need;
+    (void)bn_place(a, S, i, head, need);
+    const uint32_t off = hoff + need > (uint32_t)a.ring ? 0u : hoff;
+    hoff = off + need;
+    return off;
 }
 
 __device__ __forceinline__ void bn_mark(bn_sm &S, int kind)
@@ -354,9 +363,6 @@ __device__ __noinline__ void bn_producer(const bn_kargs &a, const bn_sm &S, uint
             tail = vend[freed % BN_SLOTS];
             freed++;
         }
-        /* the weight of the norm before the projection, after its rows */
-        const float *nw = bn_norm_weight(L, k0);
-        const uint32_t nbytes = nw ? 4u * (uint32_t)bn_kind_of(a, k0).k : 0u;
         uint64_t at = start;
         for (int j = 0; j < nl; j++) {
             const int k = k0 + j, slot = (i + j) % BN_SLOTS;
@@ -365,8 +371,7 @@ __device__ __noinline__ void bn_producer(const bn_kargs &a, const bn_sm &S, uint
             const uint8_t *src = w + (size_t)(K.row0 + S.kr0[k]) * K.pitch;
             const uint32_t bytes = (uint32_t)S.kn[k] * K.pitch;
             const uint32_t dst = base + (uint32_t)(at % size), bar = full + 8 * slot;
-            const uint32_t extra = j == nl - 1 ? nbytes : 0; /* the norm weight rides last */
-            lk_mbar_expect_tx(bar, bytes + extra);
+            lk_mbar_expect_tx(bar, bytes);
             for (uint32_t o = 0; o < bytes; o += BN_COPY_MAX) {
                 const uint32_t n = bytes - o < BN_COPY_MAX ? bytes - o : BN_COPY_MAX;
                 asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
@@ -375,13 +380,6 @@ __device__ __noinline__ void bn_producer(const bn_kargs &a, const bn_sm &S, uint
                              : "memory");
             }
             at += S.szk[k];
-            if (extra) {
-                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                             " [%0], [%1], %2, [%3];\n" ::"r"(base + (uint32_t)(at % size)),
-                             "l"(nw), "r"(extra), "r"(bar)
-                             : "memory");
-                at += S.nbk[k0];
-            }
             vend[slot] = at;
         }
         i += nl;
@@ -435,10 +433,18 @@ __device__ __forceinline__ const uint8_t *bn_slab(bn_sm &S, uint32_t bars,
     return ring + off;
 }
 
-/* The norm weight that came with load kind k's rows (after them). */
-__device__ __forceinline__ const float *bn_wsm(const bn_sm &S, int k, const uint8_t *slab)
+/* The weight of the next norm (nw, n floats; NULL: none) into its buffer
+ * after the norm's rows in U (every compute thread): requested at the end
+ * of the phase before (U is free by then: the norm before it and
+ * attention are done), so its L2 round trip runs through the barrier, and
+ * it waits with the rows (bn_norm's cp.async.wait_all).  Not in the ring:
+ * the four norm weights of a layer (57 KB at BitNet-2B-4T's shapes) would
+ * take a third of every block's share of the layer's loads. */
+__device__ __forceinline__ void bn_norm_weight_fetch(const bn_kargs &a, int nb, const float *nw,
+                                                     int n, float *U)
 {
-    return (const float *)(slab + S.szk[k]);
+    if (nw)
+        bn_cp_row(U + nb * a.np, nw, n);
 }
 
 /* ------------------------------------------------------------ the norm */
@@ -586,7 +592,10 @@ __device__ __forceinline__ void bn_group(const bn_kargs &a, const bn_kind &K, in
         wr[g] = (const uint32_t *)(w + (size_t)(rb + g * BN_WARPS) * K.pitch);
         ur[g] = (const uint32_t *)((gu ? w2 : w) + (size_t)(rb + g * BN_WARPS) * K.pitch);
     }
-#pragma unroll 4
+    /* not unrolled: a lane has at most 5 words of a row (K.nw / 32), and
+     * the smaller loop measured 2-3 % faster at batch 1 on an H100 than
+     * unroll 4 (docs/bench.md, nineteenth round) */
+#pragma unroll 1
     for (int j = lane; j < K.nw; j += 32) {
         uint32_t c[G], cu[G];
 #pragma unroll
@@ -947,7 +956,6 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
         S.kr0[tid] = r0;
         S.kn[tid] = r1 - r0;
         S.szk[tid] = (uint32_t)bn_round((r1 - r0) * K.pitch, 128);
-        S.nbk[tid] = (uint32_t)bn_round(4 * K.k, 128);
     }
     /* every block checks the positions (a bad one can only come inside a
      * captured graph; the core checks them otherwise): one outside
@@ -970,6 +978,8 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
         S.ns0 = a.prof ? lk_global_ns() : 0;
     }
     bn_scales(a, a.L[0], 0, S);
+    bn_norm_weight_fetch(a, NB, a.L[0].an, a.dim, U);
+    float *const wbuf = U + NB * a.np; /* the norm weights' buffer (bn_norm_weight_fetch) */
     {   /* the block's rows of x, which it alone updates (o and down: dim rows) */
         const int r0 = S.kr0[1], nr = S.kn[1];
         for (int i = tid; i < NB * nr; i += BN_THREADS)
@@ -983,8 +993,7 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
                            &S.rcos[i / hp][i % hp]);
     }
     int ld = 0;          /* weight loads so far */
-    uint64_t head = 0;   /* the ring's placement of the next load group (bn_place) */
-    uint32_t need;
+    uint32_t hoff = 0;   /* the ring's placement of the next load group (bn_place_off) */
     unsigned target = 0; /* the barrier thread's: the arrivals the next barrier waits for */
 
     for (int l = 0; l < a.nl; l++) {
@@ -993,9 +1002,9 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
 
         /* 1: x -> QKV */
         {
-            const uint64_t at = bn_place(a, S, ld, head, need);
-            const uint8_t *w = bn_slab(S, full, ring, (uint32_t)(at % (uint32_t)a.ring), ld);
-            bn_norm<NB>(a, a.x, a.ldx, a.dim, L.an ? bn_wsm(S, 0, w) : nullptr, U, X, S);
+            const uint32_t off = bn_place_off(a, S, ld, hoff);
+            const uint8_t *w = bn_slab(S, full, ring, off, ld);
+            bn_norm<NB>(a, a.x, a.ldx, a.dim, L.an ? wbuf : nullptr, U, X, S);
             bn_rows<NB, 0>(a, w, nullptr, X, S);
         }
         bn_phase_end(a, freed_loads, S, empty, 1, true, BN_P_DOTS, &L, 1, target);
@@ -1008,43 +1017,47 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
         for (int it = blockIdx.x; it < NB * a.nh; it += gridDim.x)
             bn_attention(a, L, it / a.nh, it % a.nh, S.pos[it / a.nh], it == (int)blockIdx.x, U, S);
         bn_phase_end(a, freed_loads, S, empty, 0, true, BN_P_ATTN, nullptr, 0, target);
+        bn_norm_weight_fetch(a, NB, L.asn, a.qd, U);
         bn_phase_wait(a, S, target);
 
         /* 3: ATT -> x += o */
         {
-            const uint64_t at = bn_place(a, S, ld, head, need);
-            const uint8_t *w = bn_slab(S, full, ring, (uint32_t)(at % (uint32_t)a.ring), ld);
-            bn_norm<NB>(a, a.att, a.qd, a.qd, L.asn ? bn_wsm(S, 1, w) : nullptr, U, X, S);
+            const uint32_t off = bn_place_off(a, S, ld, hoff);
+            const uint8_t *w = bn_slab(S, full, ring, off, ld);
+            bn_norm<NB>(a, a.att, a.qd, a.qd, L.asn ? wbuf : nullptr, U, X, S);
             bn_rows<NB, 1>(a, w, nullptr, X, S);
         }
         bn_phase_end(a, freed_loads, S, empty, 1, true, BN_P_DOTS, &L, 2, target);
+        bn_norm_weight_fetch(a, NB, L.fn, a.dim, U);
         bn_phase_wait(a, S, target);
         ld++;
 
         /* 4: x -> G = relu(gate)^2 * up */
         {
-            const uint64_t at = bn_place(a, S, ld, head, need);
-            const uint32_t off = (uint32_t)(at % (uint32_t)a.ring); /* the group does not wrap */
+            const uint32_t off = bn_place_off(a, S, ld, hoff); /* the group does not wrap */
             const uint8_t *wg = bn_slab(S, full, ring, off, ld);
             const uint8_t *wu = bn_slab(S, full, ring, off + S.szk[2], ld + 1);
-            bn_norm<NB>(a, a.x, a.ldx, a.dim, L.fn ? bn_wsm(S, 3, wu) : nullptr, U, X, S);
+            bn_norm<NB>(a, a.x, a.ldx, a.dim, L.fn ? wbuf : nullptr, U, X, S);
             bn_rows<NB, 2>(a, wg, wu, X, S);
         }
         bn_phase_end(a, freed_loads, S, empty, 2, true, BN_P_DOTS, &L, 4, target);
+        bn_norm_weight_fetch(a, NB, L.fsn, a.ffn, U);
         bn_phase_wait(a, S, target);
         ld += 2;
 
         /* 5: G -> x += down */
         {
-            const uint64_t at = bn_place(a, S, ld, head, need);
-            const uint8_t *w = bn_slab(S, full, ring, (uint32_t)(at % (uint32_t)a.ring), ld);
-            bn_norm<NB>(a, a.g, a.ffn, a.ffn, L.fsn ? bn_wsm(S, 4, w) : nullptr, U, X, S);
+            const uint32_t off = bn_place_off(a, S, ld, hoff);
+            const uint8_t *w = bn_slab(S, full, ring, off, ld);
+            bn_norm<NB>(a, a.g, a.ffn, a.ffn, L.fsn ? wbuf : nullptr, U, X, S);
             bn_rows<NB, 4>(a, w, nullptr, X, S);
         }
         bn_phase_end(a, freed_loads, S, empty, 1, !last, BN_P_DOTS,
                      last ? nullptr : &a.L[l + 1], 0, target);
-        if (!last)
+        if (!last) {
+            bn_norm_weight_fetch(a, NB, a.L[l + 1].an, a.dim, U);
             bn_phase_wait(a, S, target);
+        }
         ld++;
     }
     if (tid == 0 && S.prof)
@@ -1133,9 +1146,7 @@ bool bn_plan_call(const lk_cuda_device *dev, const lk_bitnet_args *a, bn_kargs &
         const bn_kind K = bn_kind_of(k, kind);
         const int rows = (K.n + nb - 1) / nb;
         rows_max = std::max(rows_max, rows);
-        /* each norm weight travels with the rows of its projection (the
-         * up rows have none: they travel with the gate's) */
-        slab[kind] = bn_round(rows * K.pitch, 128) + (kind == 3 ? 0 : bn_round(4 * K.k, 128));
+        slab[kind] = bn_round(rows * K.pitch, 128);
     }
     slab[2] += slab[3]; /* the gate and up rows together */
     for (int kind = 0; kind < BN_LOADS; kind++)
@@ -1149,7 +1160,7 @@ bool bn_plan_call(const lk_cuda_device *dev, const lk_bitnet_args *a, bn_kargs &
     k.attn_tk = k.hd <= 128 ? 64 : 32;
     const int attn_floats =
         3 * k.hd + bn_round(k.attn_tk * (k.hd + 1), 4) + k.attn_tk * k.hd + k.ctx;
-    const int norm_floats = nbatch * k.np; /* the rows */
+    const int norm_floats = (nbatch + 1) * k.np; /* the rows and the norm's weight */
     const size_t fixed = (size_t)nbatch * (k.kp + 512) +
                          (size_t)bn_round(std::max(attn_floats, norm_floats), 4) * 4;
     const size_t dmax = bn_info[ord].dyn_max;
