@@ -255,7 +255,7 @@ struct bn_sm { /* the block's small shared state */
     int isum[BN_MAX_B * BN_WARPS];
     float sc[2][BN_MAX_ROWS];         /* this phase's weight scales (up rows: [1]) */
     float xsh[BN_MAX_B][BN_MAX_ROWS]; /* this block's rows of x (it alone writes them) */
-    float red[BN_WARPS];
+    unsigned redk[BN_WARPS];
     float sum;
     int pos[BN_MAX_B];
     /* RoPE's sine and cosine of pair i at each sequence's position: the
@@ -502,18 +502,26 @@ __device__ __noinline__ void bn_norm(const bn_kargs &a, const float *src, int64_
         r[b] = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, __int2float_rn(n)), a.eps)));
         m[b] = 0u;
     }
-    constexpr int U = NB <= 2 ? 4 : 2; /* iterations in flight: their loads overlap */
-#pragma unroll U
-    for (int i = tid; i < n; i += BN_THREADS) {
-        const float wv = wsm ? wsm[i] : 0.0f;
+    /* four elements a thread at once (n is a multiple of 4, the rows and
+     * the weight are 16-byte aligned): a quarter of the shared-memory
+     * instructions of one a thread, the same steps on each element */
+    const int n4 = n >> 2;
+#pragma unroll 2
+    for (int u = tid; u < n4; u += BN_THREADS) {
+        const float4 wv = wsm ? reinterpret_cast<const float4 *>(wsm)[u] : make_float4(0, 0, 0, 0);
 #pragma unroll
         for (int b = 0; b < NB; b++) {
-            float *yr = rowbuf + b * np;
-            float y = __fmul_rn(yr[i], r[b]);
-            if (wsm)
-                y = __fmul_rn(y, wv);
-            yr[i] = y;
-            m[b] = max(m[b], lk_qa_bits(y));
+            float4 *yr = reinterpret_cast<float4 *>(rowbuf + b * np);
+            float4 y = yr[u];
+            y.x = __fmul_rn(y.x, r[b]), y.y = __fmul_rn(y.y, r[b]);
+            y.z = __fmul_rn(y.z, r[b]), y.w = __fmul_rn(y.w, r[b]);
+            if (wsm) {
+                y.x = __fmul_rn(y.x, wv.x), y.y = __fmul_rn(y.y, wv.y);
+                y.z = __fmul_rn(y.z, wv.z), y.w = __fmul_rn(y.w, wv.w);
+            }
+            yr[u] = y;
+            m[b] = max(m[b], max(max(lk_qa_bits(y.x), lk_qa_bits(y.y)),
+                                 max(lk_qa_bits(y.z), lk_qa_bits(y.w))));
         }
     }
 #pragma unroll
@@ -523,9 +531,8 @@ __device__ __noinline__ void bn_norm(const bn_kargs &a, const float *src, int64_
             S.umax[b * BN_WARPS + warp] = m[b];
     }
     bn_sync();
-    /* code k into byte (k % 16) / 4 of word k / 16 of plane k % 4: a
-     * thread per element (the one that stored y_k), so a warp reads 32
-     * consecutive floats; every warp folds the warp maxima itself */
+    /* code k into byte (k % 16) / 4 of word k / 16 of plane k % 4; every
+     * warp folds the warp maxima itself */
     float sc[NB];
     int sq[NB];
 #pragma unroll
@@ -536,14 +543,33 @@ __device__ __noinline__ void bn_norm(const bn_kargs &a, const float *src, int64_
             S.xs[b] = sc[b];
         sq[b] = 0;
     }
-#pragma unroll U
-    for (int k = tid; k < 16 * nw; k += BN_THREADS) {
-        const int at = 4 * ((k & 3) * nwp + (k >> 4)) + ((k >> 2) & 3);
+    /* Lane u (the thread that stored y's four elements 4u .. 4u + 3 above)
+     * codes them: element 4u + t is byte u % 4 of word u / 4 of plane t.
+     * The four lanes of a word gather each other's four codes and each
+     * stores one plane's whole word: a word store instead of four byte
+     * stores, four shuffles for the lot.  Whole warps run the loop (the
+     * shuffles), lanes past the planes store nothing. */
+    const int sel = (lane & 3) | ((lane & 3) + 4) << 4, base = lane & ~3;
+#pragma unroll 2
+    for (int u0 = warp * 32; u0 < 4 * nw; u0 += BN_THREADS) {
+        const int u = u0 + lane;
 #pragma unroll
         for (int b = 0; b < NB; b++) {
-            const int q = k < n ? lk_qa_q8(__fmul_rn(rowbuf[b * np + k], sc[b])) : 0;
-            sq[b] += q;
-            ((int8_t *)(X + b * 4 * nwp))[at] = (int8_t)q;
+            int q0 = 0, q1 = 0, q2 = 0, q3 = 0;
+            if (4 * u < n) {
+                const float4 y = reinterpret_cast<const float4 *>(rowbuf + b * np)[u];
+                q0 = lk_qa_q8(__fmul_rn(y.x, sc[b])), q1 = lk_qa_q8(__fmul_rn(y.y, sc[b]));
+                q2 = lk_qa_q8(__fmul_rn(y.z, sc[b])), q3 = lk_qa_q8(__fmul_rn(y.w, sc[b]));
+            }
+            sq[b] += (q0 + q1) + (q2 + q3);
+            const uint32_t p = lk_qa_pack4(q0, q1, q2, q3);
+            const uint32_t p0 = __shfl_sync(LK_FULL_MASK, p, base);
+            const uint32_t p1 = __shfl_sync(LK_FULL_MASK, p, base + 1);
+            const uint32_t p2 = __shfl_sync(LK_FULL_MASK, p, base + 2);
+            const uint32_t p3 = __shfl_sync(LK_FULL_MASK, p, base + 3);
+            if (u < 4 * nw) /* byte e of word: the code of lane base + e */
+                X[b * 4 * nwp + (lane & 3) * nwp + (u >> 2)] =
+                    (int32_t)__byte_perm(__byte_perm(p0, p1, sel), __byte_perm(p2, p3, sel), 0x5410);
         }
     }
 #pragma unroll
@@ -752,6 +778,20 @@ __device__ __noinline__ void bn_attn_prefetch(const bn_kargs &a, const bn_layer 
     bn_attn_fetch(a, L, T, b, h, p, 0, n < T.tk ? n : T.tk);
 }
 
+/* An unsigned key of x whose order is lk_maximum's (IEEE 754-2019
+ * maximum): -0 below +0, and every NaN above everything (the largest key,
+ * which bn_max_of_key turns into the canonical NaN lk_maximum returns). */
+__device__ __forceinline__ unsigned bn_max_key(float x)
+{
+    const unsigned u = __float_as_uint(x);
+    return lk_isnan(x) ? 0xffffffffu : u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+__device__ __forceinline__ float bn_max_of_key(unsigned k)
+{
+    return k == 0xffffffffu ? __uint_as_float(LK_NAN_F32_BITS)
+                            : __uint_as_float(k & 0x80000000u ? k & 0x7fffffffu : ~k);
+}
+
 /* Query head h of sequence b at position p (section 12.3 over cache rows
  * b ctx .. b ctx + p).  q, k and v of this step and the first tile of
  * cached keys and values arrive in one round trip (the tile's copies
@@ -837,17 +877,19 @@ __device__ __noinline__ void bn_attention(const bn_kargs &a, const bn_layer &L, 
         }
     }
     bn_sync();
-    /* softmax over the n scores */
-    float m = -INFINITY; /* maximum's identity (a NaN still wins) */
+    /* softmax over the n scores; their maximum (lk_maximum's, which is
+     * exact and the same in any order) as an unsigned maximum of keys
+     * (bn_max_key): one redux a warp and one over the warps' keys, not
+     * two chains of lk_maximum */
+    unsigned mk = bn_max_key(-INFINITY); /* the identity */
     for (int j = tid; j < n; j += BN_THREADS)
-        m = lk_maximum(m, e[j]);
-    m = lk_warp_maximum(m);
+        mk = max(mk, bn_max_key(e[j]));
+    mk = __reduce_max_sync(LK_FULL_MASK, mk);
     if ((tid & 31) == 0)
-        S.red[tid >> 5] = m;
+        S.redk[tid >> 5] = mk;
     bn_sync();
-    m = S.red[0];
-    for (int i = 1; i < BN_WARPS; i++)
-        m = lk_maximum(m, S.red[i]);
+    mk = __reduce_max_sync(LK_FULL_MASK, (tid & 31) < BN_WARPS ? S.redk[tid & 31] : 0u);
+    const float m = bn_max_of_key(mk);
     for (int j = tid; j < n; j += BN_THREADS)
         e[j] = lk_cu_exp(__fsub_rn(e[j], m));
     bn_sync();
