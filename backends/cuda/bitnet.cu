@@ -26,17 +26,18 @@
  * instead of waiting for them, and issuing it is off the path of the 16
  * compute warps (which synchronise on named barrier 1).
  *
- * Where it stands (docs/bench.md, fifteenth to eighteenth rounds):
- * bit-exact; on an H100 a 30-layer step is one launch of about 33 us a
- * layer (about 780 tokens/s at batch 1, 8 % ahead of the ops in a CUDA
+ * Where it stands (docs/bench.md, fifteenth to nineteenth rounds):
+ * bit-exact; on an H100 a 30-layer step is one launch of about 31 us a
+ * layer (821-833 tokens/s at batch 1, 14 % ahead of the ops in a CUDA
  * graph), from 50 us a layer in the fourteenth round.  What is left is
  * latency, spread over the twenty-odd dependent steps of each phase:
  * the four norms' chains (row from L2, lane sums, 1 / rms, maximum,
- * codes: about 2 us each), five handoffs (stores, a release-add, a poll,
- * the row from L2: at least 1.5 us each with nothing else running,
- * lockstep-cuda-bench --only handoff; the one after attention also waits
- * for the 20 blocks that hold a head) and the dot products (about 1.6
- * us a phase for 270-1300 cycles of issue).  Handoff words polled by the
+ * codes: about 2.5 us each), five handoffs (stores, a release-add whose
+ * fence alone takes about 0.4 us, a poll, the row from L2: at least 1.5
+ * us each with nothing else running, lockstep-cuda-bench --only
+ * handoff; the one after attention also waits for the 20 blocks that
+ * hold a head, about 3.6 us of attention) and the dot products (about
+ * 1.5 us a phase for 270-1300 cycles of issue).  Handoff words polled by the
  * readers instead of the barriers (NCCL's LL protocol) would save at
  * most 0.35 us a handoff; a first version was bit-exact and slower
  * (branch ll-handoff).
