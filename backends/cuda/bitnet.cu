@@ -37,9 +37,9 @@
  * us each with nothing else running, lockstep-cuda-bench --only
  * handoff; the one after attention also waits for the 20 blocks that
  * hold a head, about 3.6 us of attention) and the dot products (about
- * 1.5 us a phase for 270-1300 cycles of issue).  Handoff words polled by the
- * readers instead of the barriers (NCCL's LL protocol) would save at
- * most 0.35 us a handoff; a first version was bit-exact and slower
+ * 1.5 us a phase for 270-1300 cycles of issue).  Handoff words polled
+ * by the readers instead of the barriers (NCCL's LL protocol) would save
+ * at most 0.35 us a handoff; a first version was bit-exact and slower
  * (branch ll-handoff).
  *
  * The bits are the composition's (docs/numerics.md 12.6): each phase runs
@@ -272,6 +272,14 @@ struct bn_sm { /* the block's small shared state */
     int kr0[BN_LOADS], kn[BN_LOADS];
 };
 
+/* The ring bytes of the load group starting at load i (bn_place): a
+ * gate load takes its up load along. */
+__device__ __forceinline__ uint32_t bn_need(const bn_sm &S, int i)
+{
+    const int k0 = i % BN_LOADS;
+    return S.szk[k0] + (k0 == 2 ? S.szk[3] : 0u);
+}
+
 /* Where in the ring the load group starting at load i goes (a gate load
  * takes its up load along: one phase needs both, so they are placed
  * together; else the up rows could wait for room that only the gate phase
@@ -281,8 +289,7 @@ struct bn_sm { /* the block's small shared state */
 __device__ __forceinline__ uint64_t bn_place(const bn_kargs &a, const bn_sm &S, int i,
                                              uint64_t &head, uint32_t &need)
 {
-    const int k0 = i % BN_LOADS;
-    need = S.szk[k0] + (k0 == 2 ? S.szk[3] : 0u);
+    need = bn_need(S, i);
     uint64_t start = head;
     const uint32_t off = (uint32_t)(start % (uint32_t)a.ring);
     if (off + need > (uint32_t)a.ring)
@@ -299,9 +306,7 @@ __device__ __forceinline__ uint64_t bn_place(const bn_kargs &a, const bn_sm &S, 
 __device__ __forceinline__ uint32_t bn_place_off(const bn_kargs &a, const bn_sm &S, int i,
                                                  uint32_t &hoff)
 {
-    uint64_t head = 0;
-    uint32_t need;
-    (void)bn_place(a, S, i, head, need);
+    const uint32_t need = bn_need(S, i);
     const uint32_t off = hoff + need > (uint32_t)a.ring ? 0u : hoff;
     hoff = off + need;
     return off;
@@ -779,20 +784,6 @@ __device__ __noinline__ void bn_attn_prefetch(const bn_kargs &a, const bn_layer 
     bn_attn_fetch(a, L, T, b, h, p, 0, n < T.tk ? n : T.tk);
 }
 
-/* An unsigned key of x whose order is lk_maximum's (IEEE 754-2019
- * maximum): -0 below +0, and every NaN above everything (the largest key,
- * which bn_max_of_key turns into the canonical NaN lk_maximum returns). */
-__device__ __forceinline__ unsigned bn_max_key(float x)
-{
-    const unsigned u = __float_as_uint(x);
-    return lk_isnan(x) ? 0xffffffffu : u & 0x80000000u ? ~u : u | 0x80000000u;
-}
-__device__ __forceinline__ float bn_max_of_key(unsigned k)
-{
-    return k == 0xffffffffu ? __uint_as_float(LK_NAN_F32_BITS)
-                            : __uint_as_float(k & 0x80000000u ? k & 0x7fffffffu : ~k);
-}
-
 /* Query head h of sequence b at position p (section 12.3 over cache rows
  * b ctx .. b ctx + p).  q, k and v of this step and the first tile of
  * cached keys and values arrive in one round trip (the tile's copies
@@ -880,17 +871,17 @@ __device__ __noinline__ void bn_attention(const bn_kargs &a, const bn_layer &L, 
     bn_sync();
     /* softmax over the n scores; their maximum (lk_maximum's, which is
      * exact and the same in any order) as an unsigned maximum of keys
-     * (bn_max_key): one redux a warp and one over the warps' keys, not
+     * (lk_order_key): one redux a warp and one over the warps' keys, not
      * two chains of lk_maximum */
-    unsigned mk = bn_max_key(-INFINITY); /* the identity */
+    unsigned mk = lk_order_key(-INFINITY); /* the identity */
     for (int j = tid; j < n; j += BN_THREADS)
-        mk = max(mk, bn_max_key(e[j]));
+        mk = max(mk, lk_order_key(e[j]));
     mk = __reduce_max_sync(LK_FULL_MASK, mk);
     if ((tid & 31) == 0)
         S.redk[tid >> 5] = mk;
     bn_sync();
     mk = __reduce_max_sync(LK_FULL_MASK, (tid & 31) < BN_WARPS ? S.redk[tid & 31] : 0u);
-    const float m = bn_max_of_key(mk);
+    const float m = lk_order_key_value(mk);
     for (int j = tid; j < n; j += BN_THREADS)
         e[j] = lk_cu_exp(__fsub_rn(e[j], m));
     bn_sync();

@@ -314,6 +314,25 @@ struct lk_identity {
 
 /* ------------------------------------------------------ order-free ops */
 
+/* Position in the total order NaN > +Inf > ... > +0 > -0 > ... > -Inf, as an
+ * unsigned key (every NaN equal).  The largest key of a set is that of its
+ * lk_maximum, in any order: an unsigned maximum (a warp's in one redux). */
+static __device__ __forceinline__ uint32_t lk_order_key(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    if (lk_isnan(x))
+        return 0xffffffffu;
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* The value of a key, every NaN's the canonical NaN (lk_maximum's). */
+static __device__ __forceinline__ float lk_order_key_value(uint32_t k)
+{
+    if (k == 0xffffffffu)
+        return __uint_as_float(LK_NAN_F32_BITS);
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
 static __device__ __forceinline__ float lk_warp_maximum(float v)
 {
 #pragma unroll

@@ -20,18 +20,9 @@ enum mode {
     M_ARGMAX
 };
 
-/* Position in the total order NaN > +Inf > ... > +0 > -0 > ... > -Inf, as an
- * unsigned key (every NaN equal, so the first one wins). */
-__device__ __forceinline__ uint32_t order_key(float x)
-{
-    uint32_t u = __float_as_uint(x);
-    if (lk_isnan(x))
-        return 0xffffffffu;
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-/* (key, index) of the better of two candidates: the larger key, and on a
- * tie the smaller index. */
+/* (key, index) of the better of two candidates: the larger key
+ * (lk_order_key: every NaN equal, so the first one wins), and on a tie the
+ * smaller index. */
 __device__ __forceinline__ void argmax_merge(uint32_t &key, int64_t &idx, uint32_t k2, int64_t i2)
 {
     if (k2 > key || (k2 == key && i2 < idx)) {
@@ -112,8 +103,8 @@ __global__ void __launch_bounds__(LK_ROWS_THREADS_MAX)
             uint32_t key = 0;
             int64_t idx = INT64_MAX;
             for (int64_t i = g.tid; i < n; i += g.nthreads)
-                argmax_merge(key, idx, order_key(g.cache ? g.cache[i] : lk_elem<DX>::load(xr, i)),
-                             i);
+                argmax_merge(key, idx,
+                             lk_order_key(g.cache ? g.cache[i] : lk_elem<DX>::load(xr, i)), i);
             best = group_argmax(g, key, idx);
         } break;
         default: { /* VAR, VAR_UNBIASED */
@@ -178,7 +169,7 @@ __global__ void __launch_bounds__(256)
             uint32_t key = 0;
             int64_t idx = INT64_MAX;
             for (int i = lane; i < len; i += LK_WARP)
-                argmax_merge(key, idx, order_key(lk_elem<DX>::load(xr, base + i)), base + i);
+                argmax_merge(key, idx, lk_order_key(lk_elem<DX>::load(xr, base + i)), base + i);
             warp_argmax(key, idx);
             if (lane == 0) {
                 reinterpret_cast<uint32_t *>(part)[r * CP + c] = key;
@@ -229,7 +220,7 @@ __global__ void __launch_bounds__(FP_THREADS)
             for (int k = 0; k < FP_PER; k++) {
                 const int i = (int)threadIdx.x + FP_THREADS * k;
                 if (i < len)
-                    argmax_merge(key, idx, order_key(x[k]), base + i);
+                    argmax_merge(key, idx, lk_order_key(x[k]), base + i);
             }
             warp_argmax(key, idx);
             if (lane == 0) {
