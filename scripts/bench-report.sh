@@ -1,24 +1,31 @@
 #!/bin/sh
-# Lockstep: `make bench-report`.  Runs `lockstep bench --json` on each device
-# of this machine and writes a Markdown page and PNG plots (gnuplot) to the
+# Lockstep: `make bench-report`.  Runs `lockstep bench --json` on each CPU
+# device of this machine, and the CUDA driver's benchmark (lockstep-cuda-bench
+# --json: cuBLAS as the peer, a device-to-device copy as the floor) on each
+# CUDA device, and writes a Markdown page and PNG plots (gnuplot) to the
 # output directory (docs/bench/ by default):
 #   index.md             the machine, and one table per device
 #   ratio.png            peer time / Lockstep time per case and device
 #                        (1 = as fast as the peer; against a streaming floor,
 #                        the fraction of the machine's bandwidth reached)
 #   compute.png          GFLOP/s of the compute-bound cases, Lockstep and its
-#                        peer (OpenBLAS) per device, and PEAK_GFLOPS if given
-#   bandwidth.png        GB/s of the bandwidth-bound cases, Lockstep and the
-#                        floor (the streaming read or copy loop) per device
+#                        peer (OpenBLAS, cuBLAS) per device, and each GPU's
+#                        FP32 peak (PEAK_GFLOPS=N adds one for the CPU)
+#   bandwidth.png        GB/s of the bandwidth-bound cases, Lockstep and its
+#                        peer or floor (the streaming read or copy loop, cuBLAS)
+#                        per device, and each GPU's copy rate
 #   <device>.json        the raw output
 #
-# Usage: scripts/bench-report.sh [-l LOCKSTEP] [-o OUTDIR] [-d "DEV ..."]
-#                                [-f "BENCH FLAGS"] [-j DIR]
+# Usage: scripts/bench-report.sh [-l LOCKSTEP] [-c CUDA_BENCH] [-o OUTDIR]
+#                                [-d "DEV ..."] [-f "BENCH FLAGS"] [-j DIR]
 #   -l  the lockstep binary (default: tools/lockstep, then lockstep on PATH)
+#   -c  lockstep-cuda-bench (default: backends/cuda/lockstep-cuda-bench of a
+#       build configured with CUDA); without it CUDA devices are skipped
 #   -d  devices (default: every non-emulated device `lockstep info` lists,
 #       except the reference, which is the specification, not a fast path,
 #       and plain "cpu", which is one of the cpu:<isa> devices again)
-#   -f  flags for `lockstep bench` (default: none; "--quick" for a short run)
+#   -f  flags for `lockstep bench` (default: none; "--quick" for a short run,
+#       which lockstep-cuda-bench takes too)
 #   -j  re-plot the <device>.json files already in DIR (no benchmarking)
 #   PEAK_GFLOPS=N in the environment draws the compute peak on compute.png;
 #   BENCH_NOTE="..." adds a line about the conditions of the run to index.md.
@@ -26,18 +33,20 @@
 set -eu
 
 LOCKSTEP=""
+CUDA_BENCH=""
 OUT="docs/bench"
 DEVICES=""
 FLAGS=""
 JSONDIR=""
-while getopts "l:o:d:f:j:h" opt; do
+while getopts "l:c:o:d:f:j:h" opt; do
     case $opt in
     l) LOCKSTEP=$OPTARG ;;
+    c) CUDA_BENCH=$OPTARG ;;
     o) OUT=$OPTARG ;;
     d) DEVICES=$OPTARG ;;
     f) FLAGS=$OPTARG ;;
     j) JSONDIR=$OPTARG ;;
-    h) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    h) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) exit 2 ;;
     esac
 done
@@ -74,8 +83,34 @@ else
             tr '\n' ' ')
         [ -n "$DEVICES" ] || DEVICES="cpu"
     fi
+    if [ -z "$CUDA_BENCH" ] && [ -x backends/cuda/lockstep-cuda-bench ]; then
+        CUDA_BENCH=backends/cuda/lockstep-cuda-bench
+    fi
     for d in $DEVICES; do
         f=$(echo "$d" | tr ':@/' '___')
+        case $d in
+        cuda:*)
+            # `lockstep bench` times host-memory cases against CPU peers; a
+            # GPU's peers (cuBLAS, the copy) are in the driver's own bench
+            if [ -z "$CUDA_BENCH" ] || [ ! -x "$CUDA_BENCH" ]; then
+                echo "bench-report: skipping $d: no lockstep-cuda-bench (give -c PATH; a build configured --with-cuda makes it)" >&2
+                continue
+            fi
+            n=${d#cuda:}
+            cf=""
+            case " $FLAGS " in *" --quick "*) cf="--quick" ;; esac
+            echo "bench-report: $CUDA_BENCH --json $cf on $d" >&2
+            # lockstep-cuda-bench runs on cuda:0: another GPU becomes that
+            # one through CUDA_VISIBLE_DEVICES
+            # shellcheck disable=SC2086
+            if [ "$n" = 0 ]; then "$CUDA_BENCH" --json $cf >"$TMP/$f.json.tmp"
+            else CUDA_VISIBLE_DEVICES=$n "$CUDA_BENCH" --json $cf >"$TMP/$f.json.tmp"; fi ||
+                echo "bench-report: lockstep-cuda-bench on $d reported a failure (kept what it printed)" >&2
+            sed "1s/\"device\": \"cuda:0\"/\"device\": \"$d\"/" "$TMP/$f.json.tmp" >"$TMP/$f.json"
+            rm -f "$TMP/$f.json.tmp"
+            continue
+            ;;
+        esac
         echo "bench-report: lockstep bench --device $d $FLAGS" >&2
         # shellcheck disable=SC2086
         if ! "$LOCKSTEP" bench --device "$d" --json $FLAGS >"$TMP/$f.json"; then
@@ -91,7 +126,7 @@ for j in "$TMP"/*.json; do
     awk '
     function str(k,   m) { if (match($0, "\"" k "\": \"[^\"]*\"")) { m = substr($0, RSTART, RLENGTH); sub("^\"" k "\": \"", "", m); sub("\"$", "", m); return m } return "" }
     function num(k,   m) { if (match($0, "\"" k "\": -?[0-9.eE+-]+")) { m = substr($0, RSTART, RLENGTH); sub("^\"" k "\": ", "", m); return m + 0 } return 0 }
-    NR == 1 { dev = str("device"); desc = str("description"); thr = num("threads"); printf "#dev\t%s\t%s\t%d\n", dev, desc, thr }
+    NR == 1 { dev = str("device"); desc = str("description"); thr = num("threads"); printf "#dev\t%s\t%s\t%d\t%g\t%g\n", dev, desc, thr, num("copy_gbps"), num("peak_gflops") }
     /"name":/ && !/"error"/ { printf "%s\t%s\t%g\t%s\t%g\t%g\t%g\t%g\n", dev, str("name"), num("lockstep_ms"), str("peer"), num("peer_ms"), num("ratio"), num("gflops"), num("gbps") }
     ' "$j"
 done >"$TMP/all.tsv"
@@ -102,8 +137,9 @@ devs=$(grep '^#dev' "$TMP/all.tsv" | cut -f2)
 ndev=$(echo "$devs" | wc -l)
 
 # Per device, the data files gnuplot reads: case, value(s).  Compute-bound
-# cases report GFLOP/s (their peer is OpenBLAS); the others only GB/s (their
-# peer is a streaming loop over the same bytes: the bandwidth floor).
+# cases report GFLOP/s (their peer is OpenBLAS, or cuBLAS on a GPU); the
+# others only GB/s (their peer is a streaming loop over the same bytes, the
+# bandwidth floor, or on a GPU cuBLAS's GEMV or the copy).
 for d in $devs; do
     f=$(echo "$d" | tr ':@/' '___')
     awk -F'\t' -v d="$d" '$1 == d { print $2, $6 }' "$TMP/cases.tsv" >"$TMP/ratio_$f.dat"
@@ -138,7 +174,7 @@ plot() {
         i=$((i + 1))
     done
     gnuplot <<GP
-set terminal pngcairo size $width,600 font 'sans,9'
+set terminal pngcairo noenhanced size $width,600 font 'sans,9'
 set output '$OUT/$kind.png'
 set grid ytics
 set key outside top center horizontal
@@ -156,12 +192,23 @@ GP
 rm -f "$OUT/ratio.png" "$OUT/compute.png" "$OUT/bandwidth.png"
 plot ratio "Peer time / Lockstep time per case (above 1: Lockstep faster; against a floor: fraction of the bandwidth reached)" \
     ratio 2 "" "1 with lines lc rgb '#888888' dt 2 title 'as fast as the peer / at the floor',"
+# The floors a device's JSON names (a GPU's FP32 peak and copy rate), as
+# dashed lines; PEAK_GFLOPS adds one for the CPU.
 peak=""
-[ -n "${PEAK_GFLOPS:-}" ] && peak="$PEAK_GFLOPS with lines lc rgb '#aa0000' dt 2 title 'compute peak',"
-plot compute "Compute-bound cases: GFLOP/s of Lockstep (filled) and of OpenBLAS (open) per device" \
-    GFLOP/s 10 "OpenBLAS" "$peak"
-plot bandwidth "Bandwidth-bound cases: GB/s of Lockstep (filled) and of the streaming floor (open) per device" \
-    GB/s 10 "floor" ""
+[ -n "${PEAK_GFLOPS:-}" ] && peak="$PEAK_GFLOPS with lines lc rgb '#aa0000' dt 2 title 'CPU compute peak',"
+copy=""
+c=0
+while IFS='	' read -r _ d _ _ cg pg; do
+    c=$((c + 1))
+    if [ "${pg:-0}" != 0 ]; then peak="$peak $pg with lines lc $c dt 2 title '$d FP32 peak',"; fi
+    if [ "${cg:-0}" != 0 ]; then copy="$copy $cg with lines lc $c dt 2 title '$d copy (read + write)',"; fi
+done <<EOF
+$(grep '^#dev' "$TMP/all.tsv")
+EOF
+plot compute "Compute-bound cases: GFLOP/s of Lockstep (filled) and of its peer, OpenBLAS or cuBLAS (open), per device" \
+    GFLOP/s 10 "peer" "$peak"
+plot bandwidth "Bandwidth-bound cases: GB/s of Lockstep (filled) and of the streaming floor or peer (open) per device" \
+    GB/s 10 "floor or peer" "$copy"
 
 # The page.
 {
@@ -185,18 +232,23 @@ plot bandwidth "Bandwidth-bound cases: GB/s of Lockstep (filled) and of the stre
     echo
     [ -f "$OUT/compute.png" ] && echo "![compute-bound throughput](compute.png)" && echo
     [ -f "$OUT/bandwidth.png" ] && echo "![bandwidth-bound throughput](bandwidth.png)" && echo
-    grep '^#dev' "$TMP/all.tsv" | while IFS='	' read -r _ d desc thr; do
+    grep '^#dev' "$TMP/all.tsv" | while IFS='	' read -r _ d desc thr cg pg; do
         echo "## $d"
         echo
-        echo "$desc, $thr threads."
+        if [ "$thr" -gt 0 ]; then echo "$desc, $thr threads."; else echo "$desc."; fi
+        if [ "${cg:-0}" != 0 ]; then
+            echo "Device-to-device copy: $cg GB/s (read + write); FP32 peak: $pg GFLOP/s."
+        fi
         echo
         echo "| case | Lockstep | peer | peer time | ratio | rate |"
         echo "| --- | --- | --- | --- | --- | --- |"
-        awk -F'\t' -v d="$d" '$1 == d {
+        awk -F'\t' -v d="$d" '
+        function t(ms) { return ms >= 1 ? sprintf("%.3f ms", ms) : ms >= 0.01 ? sprintf("%.1f us", ms * 1e3) : sprintf("%.2f us", ms * 1e3) }
+        $1 == d {
             rate = $7 > 0 ? sprintf("%.1f GFLOP/s", $7) : sprintf("%.1f GB/s", $8)
-            pt = $5 > 0 ? sprintf("%.3f ms", $5) : "-"
+            pt = $5 > 0 ? t($5) : "-"
             r = $5 > 0 ? sprintf("%.2f", $6) : "-"
-            printf "| %s | %.3f ms | %s | %s | %s | %s |\n", $2, $3, $4, pt, r, rate }' "$TMP/cases.tsv"
+            printf "| %s | %s | %s | %s | %s | %s |\n", $2, t($3), $4, pt, r, rate }' "$TMP/cases.tsv"
         echo
     done
 } >"$OUT/index.md"

@@ -29,6 +29,10 @@
 #               LAYERS_REPS)
 #   layerprof   Nsight Compute durations (ncu locks the clocks) of every kernel of
 #               one decode step of a 1-layer demo model, eager (layerprof.log)
+#   report      make bench-report: lockstep bench on the CPU devices and
+#               lockstep-cuda-bench on cuda:0, the page and plots copied to
+#               $OUT/bench-report (REPORT_DEVICES, REPORT_FLAGS, REPORT_TIMEOUT
+#               seconds, default 560)
 #
 # Environment:
 #   OUT         logs go there (default /tmp/out)
@@ -298,6 +302,25 @@ stage_cpubench() {
   fi
 }
 
+stage_report() {
+  t0=$(now)
+  rm -f "$B"/../docs/bench/*.json # the tarball's: only this run's are copied back
+  ( cd "$B" && LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" timeout "${REPORT_TIMEOUT:-560}" \
+      make bench-report BENCH_DEVICES="$REPORT_DEVICES" BENCH_FLAGS="$REPORT_FLAGS" ) \
+      > "$OUT/report.log" 2>&1
+  st=$?
+  mkdir -p "$OUT/bench-report"
+  cp "$B"/../docs/bench/index.md "$B"/../docs/bench/*.png "$B"/../docs/bench/*.json \
+      "$OUT/bench-report/" 2>/dev/null
+  grep -E "^bench-report|^## |^\| (gemm|ternary|gemv|sum|rmsnorm)[^|]*\| " "$OUT/bench-report/index.md" \
+      2>/dev/null | head -60
+  if test $st -eq 0; then
+    record report ok $(($(now) - t0)) "$(ls "$OUT"/bench-report/*.json 2>/dev/null | wc -l) devices (bench-report/, report.log)"
+  else
+    record report FAIL $(($(now) - t0)) "exit $st (report.log)"
+  fi
+}
+
 stage_demo() {
   t0=$(now)
   # shellcheck disable=SC2086 # DEMO_ARGS is a list of words
@@ -426,6 +449,7 @@ for s in $STAGES; do
     pdl) stage_pdl ;;
     layers) stage_layers ;;
     layerprof) stage_layerprof ;;
+    report) stage_report ;;
     *) note "unknown stage $s"; record "$s" FAIL 0 "unknown stage" ;;
   esac
   if test "$s" = build && grep -q "^build *FAIL" "$SUMMARY"; then

@@ -1,7 +1,7 @@
 /* lockstep-cuda-bench: the CUDA driver's benchmarks against its peers on
  * the same GPU, in the same run (issue 5's targets).
  *
- *   backends/cuda/lockstep-cuda-bench [--quick] [--no-graph] [--only SUBSTRING]
+ *   backends/cuda/lockstep-cuda-bench [--quick] [--no-graph] [--only SUBSTRING] [--json]
  *
  * Every figure is the median over 11 batches of back-to-back calls on one
  * stream (a Lockstep queue adopting it), timed with CUDA events; a batch is
@@ -12,7 +12,10 @@
  * SGEMM with TF32 off (CUBLAS_DEFAULT_MATH), cuBLAS bf16 / f32 GEMV, and a
  * device-to-device copy of the bytes an op reads and writes.  --quick runs
  * fewer batches on smaller shapes (a smoke test).  Lines starting with
- * "target" say whether a goal of the issue is met. */
+ * "target" say whether a goal of the issue is met.  --json prints the
+ * cases on stdout as `lockstep bench --json` does (scripts/bench-report.sh
+ * plots them beside the CPU devices), with the copy's rate and the FP32
+ * peak as the device's floors, and the text on stderr. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -38,6 +41,9 @@ static const char *only;
 static int batches = 11;
 static double copy_gbs; /* device-to-device copy, bytes moved (read + write) per second */
 static int failures;
+static FILE *txt; /* the text: stdout, or stderr under --json */
+static int json;  /* --json: the cases on stdout */
+static int json_cases;
 
 #ifdef LK_BENCH_CUBLAS
 static cublasHandle_t blas;
@@ -148,18 +154,36 @@ static int wanted(const char *name)
     return !only || strstr(name, only);
 }
 
+/* One case: our time, the peer's (0: none), and the rate (`amount` per us
+ * in `unit`: TFLOP/s from flops / 1e3, GB/s from bytes).  Under --json
+ * also a case of `lockstep bench --json`'s form, named without spaces (the
+ * report's data files split on them). */
 static void row(const char *name, double ours, const char *peer, double theirs, const char *unit,
                 double amount)
 {
-    printf("%-34s %10.1f us", name, ours);
+    fprintf(txt, "%-34s %10.1f us", name, ours);
     if (unit)
-        printf(" %9.1f %-7s", amount / ours / 1e3, unit);
+        fprintf(txt, " %9.1f %-7s", amount / ours / 1e3, unit);
     else
-        printf(" %17s", "");
+        fprintf(txt, " %17s", "");
     if (peer && theirs > 0)
-        printf("  | %-22s %10.1f us  ratio %5.2fx\n", peer, theirs, theirs / ours);
+        fprintf(txt, "  | %-22s %10.1f us  ratio %5.2fx\n", peer, theirs, theirs / ours);
     else
-        printf("\n");
+        fprintf(txt, "\n");
+    if (!json)
+        return;
+    char id[64];
+    snprintf(id, sizeof id, "%s", name);
+    for (char *c = id; *c; c++)
+        if (*c == ' ')
+            *c = '.';
+    const int tf = unit && !strcmp(unit, "TFLOP/s");
+    const double rate = unit ? amount / ours / 1e3 : 0.0;
+    printf("%s\n  {\"name\": \"%s\", \"lockstep_ms\": %.5f, \"peer\": \"%s\", "
+           "\"peer_ms\": %.5f, \"ratio\": %.3f, \"gflops\": %.2f, \"gbps\": %.2f}",
+           json_cases++ ? "," : "", id, ours / 1e3, peer && theirs > 0 ? peer : "-",
+           theirs > 0 ? theirs / 1e3 : 0.0, theirs > 0 ? theirs / ours : 0.0,
+           tf ? rate * 1e3 : 0.0, tf ? 0.0 : rate);
 }
 
 static void target(const char *what, double value, double goal)
@@ -167,7 +191,8 @@ static void target(const char *what, double value, double goal)
     int met = value >= goal;
     if (!met)
         failures++;
-    printf("target  %-58s %6.2f (goal >= %.2f)  %s\n", what, value, goal, met ? "MET" : "MISSED");
+    fprintf(txt, "target  %-58s %6.2f (goal >= %.2f)  %s\n", what, value, goal,
+            met ? "MET" : "MISSED");
 }
 
 /* ------------------------------------------------------------ buffers */
@@ -381,16 +406,16 @@ static void read_row(const void *w, double bytes)
     void *sink = dalloc(4);
     read_arg r = {w, (size_t)bytes, sink};
     double t = time_us(run_read, &r);
-    printf("%-34s %10.1f us %9.1f GB/s  (the same bytes, a read-only kernel)\n",
-           "  read only", t, bytes / t / 1e3);
+    fprintf(txt, "%-34s %10.1f us %9.1f GB/s  (the same bytes, a read-only kernel)\n",
+            "  read only", t, bytes / t / 1e3);
     lk_free(gpu, sink);
 }
 
 /* The weights' bytes read once at the copy's read rate. */
 static void floor_row(double bytes)
 {
-    printf("%-34s %10.1f us   (the weights read at the copy's rate, read + write counted)\n",
-           "  floor", bytes / copy_gbs / 1e3);
+    fprintf(txt, "%-34s %10.1f us   (the weights read at the copy's rate, read + write counted)\n",
+            "  floor", bytes / copy_gbs / 1e3);
 }
 
 /* bench_handoff.cu: one phase's handoff across the SMs, alone */
@@ -421,11 +446,12 @@ static void bench_handoff(void)
         const int iters = quick ? 200 : 2000;
         const int e = lk_bench_handoff(cases[i].mode, cases[i].n ? cases[i].n : 4, iters, 5, &us);
         if (e) {
-            printf("%-34s cannot run: %s\n", cases[i].name, cudaGetErrorString((cudaError_t)e));
+            fprintf(txt, "%-34s cannot run: %s\n", cases[i].name,
+                    cudaGetErrorString((cudaError_t)e));
             return;
         }
-        printf("%-34s %10.2f us   (%s; best of 5 launches of %d, one block an SM)\n",
-               cases[i].name, us, cases[i].what, iters);
+        fprintf(txt, "%-34s %10.2f us   (%s; best of 5 launches of %d, one block an SM)\n",
+                cases[i].name, us, cases[i].what, iters);
     }
 }
 
@@ -447,8 +473,8 @@ static void bench_floor_op(void)
         return;
     tiny_buf = dalloc(2 * sizeof(float));
     dfill(tiny_buf, 2 * sizeof(float), LK_F32);
-    printf("%-34s %10.1f us   (a 1-element lk_binary add: the fixed cost of any op)\n",
-           "smallest op", time_us(run_tiny_add, NULL));
+    fprintf(txt, "%-34s %10.1f us   (a 1-element lk_binary add: the fixed cost of any op)\n",
+            "smallest op", time_us(run_tiny_add, NULL));
 }
 
 static void bench_gemv(int64_t n, int64_t k)
@@ -519,7 +545,8 @@ static void bench_gemv(int64_t n, int64_t k)
      * streams as many bytes per second as a copy reads and writes: the sum
      * of 2^28 floats reads at the copy's figure) */
     double floor_us = bytes / copy_gbs / 1e3;
-    printf("%-34s %10.1f us   (packed weights read at the copy's rate)\n", "  floor", floor_us);
+    fprintf(txt, "%-34s %10.1f us   (packed weights read at the copy's rate)\n", "  floor",
+            floor_us);
     if (bf16_peer > 0)
         target(name, bf16_peer / ours, 4.0);
     char pname[80];
@@ -588,11 +615,9 @@ static void bench_rows(int kind, int64_t rows, int64_t cols)
     double ours = time_us(run_rows, &r);
     if (kind == 0) {
         /* a copy of the same bytes reads them and writes them: the read
-         * alone takes about half of it */
+         * alone takes about half of it, the sum's floor */
         double c = copy_us(bytes);
-        row(name, ours, "D2D copy (same bytes)", c, "GB/s", (double)bytes);
-        printf("%-34s %10.1f us   (read at the copy's rate: half the copy)\n", "  read floor",
-               c / 2);
+        row(name, ours, "read floor (half a copy)", c / 2, "GB/s", (double)bytes);
     } else {
         double c = copy_us(bytes);
         row(name, ours, "D2D copy (same bytes)", c, "GB/s", 2.0 * bytes);
@@ -604,6 +629,25 @@ static void bench_rows(int kind, int64_t rows, int64_t cols)
     lk_free(gpu, r.b);
 }
 
+/* The FP32 peak of cuda:0 in GFLOP/s (FMA lanes x 2 x the SM clock): the
+ * f32 GEMM's compute floor; 0 where the lanes an SM are not known. */
+static double fp32_peak_gflops(void)
+{
+    int dev = 0, sms = 0, khz = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+        return 0.0;
+    /* FP32 lanes an SM: 64 on sm_60, sm_70, sm_75 and sm_80; 128 on sm_86,
+     * sm_89 and sm_90 (the CUDA programming guide's throughput table) */
+    const int lanes = major == 9 || (major == 8 && minor >= 6)                        ? 128
+                      : major == 7 || (major == 8 && minor == 0) || (major == 6 && minor == 0) ? 64
+                                                                                       : 0;
+    return (double)sms * lanes * 2.0 * khz / 1e6;
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -613,11 +657,15 @@ int main(int argc, char **argv)
             use_graphs = 0;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             only = argv[++i];
+        else if (!strcmp(argv[i], "--json"))
+            json = 1;
         else {
-            fprintf(stderr, "usage: %s [--quick] [--no-graph] [--only SUBSTRING]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--no-graph] [--only SUBSTRING] [--json]\n",
+                    argv[0]);
             return 2;
         }
     }
+    txt = json ? stderr : stdout;
     if (quick)
         batches = 3;
 #ifdef LK_CUDA_MODULE_DIR
@@ -649,18 +697,29 @@ int main(int argc, char **argv)
     cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH); /* no TF32 */
 #endif
 
-    printf("lockstep-cuda-bench on %s%s; %s\n", props.description, quick ? " (quick)" : "",
-           use_graphs ? "batches timed as CUDA graphs" : "plain launches");
+    fprintf(txt, "lockstep-cuda-bench on %s%s; %s\n", props.description, quick ? " (quick)" : "",
+            use_graphs ? "batches timed as CUDA graphs" : "plain launches");
     {
         size_t bytes = (size_t)1 << 28;
         double c = copy_us(bytes);
         copy_gbs = 2.0 * bytes / c / 1e3;
-        printf("%-34s %10.1f us %9.1f GB/s (read + write)\n", "D2D copy 256 MiB", c, copy_gbs);
+        fprintf(txt, "%-34s %10.1f us %9.1f GB/s (read + write)\n", "D2D copy 256 MiB", c,
+                copy_gbs);
+    }
+    if (json) {
+        char desc[sizeof props.description];
+        snprintf(desc, sizeof desc, "%s", props.description);
+        for (char *c = desc; *c; c++) /* a JSON string without escapes */
+            if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20)
+                *c = ' ';
+        printf("{\"device\": \"cuda:0\", \"description\": \"%s\", \"threads\": 0, "
+               "\"reps\": %d, \"copy_gbps\": %.1f, \"peak_gflops\": %.1f, \"cases\": [",
+               desc, batches, copy_gbs, fp32_peak_gflops());
     }
     bench_floor_op();
     if (wanted("handoff"))
         bench_handoff();
-    printf("\n");
+    fprintf(txt, "\n");
 
     if (quick) {
         bench_gemm(1024, 1024, 1024);
@@ -680,7 +739,9 @@ int main(int argc, char **argv)
             bench_rows(kind, 16384, 8192);
         }
     }
-    printf("\n%d target%s missed\n", failures, failures == 1 ? "" : "s");
+    fprintf(txt, "\n%d target%s missed\n", failures, failures == 1 ? "" : "s");
+    if (json)
+        printf("\n]}\n");
 
 #ifdef LK_BENCH_CUBLAS
     cublasDestroy(blas);
