@@ -5,9 +5,12 @@
 # CUDA device, and writes a Markdown page and PNG plots (gnuplot) to the
 # output directory (docs/bench/ by default):
 #   index.md             the machine, and one table per device
-#   ratio.png            peer time / Lockstep time per case and device
+#   ratio.png            peer time / Lockstep time per case and CPU device
 #                        (1 = as fast as the peer; against a streaming floor,
-#                        the fraction of the machine's bandwidth reached)
+#                        the fraction of the machine's bandwidth reached;
+#                        compute-bound cases timed against a read floor are
+#                        left out: that ratio says nothing)
+#   ratio-gpu.png        the same for the GPUs (their cases are others)
 #   compute.png          GFLOP/s of the compute-bound cases, Lockstep and its
 #                        peer (OpenBLAS, cuBLAS) per device, and each GPU's
 #                        FP32 peak (PEAK_GFLOPS=N adds one for the CPU)
@@ -51,10 +54,19 @@ while getopts "l:c:o:d:f:j:h" opt; do
     esac
 done
 
-command -v gnuplot >/dev/null 2>&1 || {
-    echo "bench-report: gnuplot not found (scripts/deps.sh gnuplot-nox installs it)" >&2
-    exit 1
-}
+# Without gnuplot the benchmarks still run and their JSON and tables are
+# written (a GPU host may have no gnuplot and no network): -j plots them
+# where gnuplot is, and the run exits 1 so that nothing mistakes it for a
+# whole report.
+NOPLOT=""
+if ! command -v gnuplot >/dev/null 2>&1; then
+    if [ -n "$JSONDIR" ]; then
+        echo "bench-report: gnuplot not found (scripts/deps.sh gnuplot-nox installs it)" >&2
+        exit 1
+    fi
+    echo "bench-report: gnuplot not found: benchmarking and writing the tables and JSON only" >&2
+    NOPLOT=1
+fi
 mkdir -p "$OUT"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -142,7 +154,10 @@ ndev=$(echo "$devs" | wc -l)
 # bandwidth floor, or on a GPU cuBLAS's GEMV or the copy).
 for d in $devs; do
     f=$(echo "$d" | tr ':@/' '___')
-    awk -F'\t' -v d="$d" '$1 == d { print $2, $6 }' "$TMP/cases.tsv" >"$TMP/ratio_$f.dat"
+    r=ratio
+    case $d in cuda:*) r=ratiogpu ;; esac
+    awk -F'\t' -v d="$d" '$1 == d && !($7 > 0 && $4 ~ /floor/) { print $2, $6 }' \
+        "$TMP/cases.tsv" >"$TMP/${r}_$f.dat"
     awk -F'\t' -v d="$d" '$1 == d && $7 > 0 { pr = $5 > 0 ? $7 * $3 / $5 : 0; print $2, $7, pr }' \
         "$TMP/cases.tsv" >"$TMP/compute_$f.dat"
     awk -F'\t' -v d="$d" '$1 == d && $7 == 0 && $8 > 0 { pr = $5 > 0 ? $8 * $3 / $5 : 0; print $2, $8, pr }' \
@@ -154,6 +169,7 @@ done
 # open: its peer, for the throughput plots).
 plot() {
     kind=$1
+    [ -z "$NOPLOT" ] || return 0
     cat "$TMP"/${kind}_*.dat 2>/dev/null | awk '!seen[$1]++ { print $1 }' >"$TMP/order_$kind.txt"
     ncases=$(wc -l <"$TMP/order_$kind.txt")
     [ "$ncases" -gt 0 ] || return 0
@@ -162,16 +178,25 @@ plot() {
     [ "$width" -gt 4000 ] && width=4000
     series=""
     i=0
+    j=0 # the place among the devices with cases of this kind
+    n=0
     for d in $devs; do
         f=$(echo "$d" | tr ':@/' '___')
+        if [ -s "$TMP/${kind}_$f.dat" ]; then n=$((n + 1)); fi
+    done
+    for d in $devs; do
+        f=$(echo "$d" | tr ':@/' '___')
+        i=$((i + 1))
+        [ -s "$TMP/${kind}_$f.dat" ] || continue
         awk 'NR == FNR { idx[$1] = NR - 1; next } ($1 in idx) { print idx[$1], $0 }' \
             "$TMP/order_$kind.txt" "$TMP/${kind}_$f.dat" >"$TMP/${kind}_$f.idx"
-        off=$(awk -v i="$i" -v n="$ndev" 'BEGIN { printf "%.3f", (i - (n - 1) / 2) * 0.8 / n }')
-        series="$series, \"$TMP/${kind}_$f.idx\" using (\$1+$off):3 with points pt $((5 + 2 * i)) ps 1.4 title \"$d\""
+        off=$(awk -v i="$j" -v n="$n" 'BEGIN { printf "%.3f", (i - (n - 1) / 2) * 0.8 / n }')
+        # marker and colour by the device's place in the list (the same in every plot)
+        series="$series, \"$TMP/${kind}_$f.idx\" using (\$1+$off):3 with points pt $((3 + 2 * i)) lc $i ps 1.4 title \"$d\""
         if [ -n "$5" ]; then
-            series="$series, \"$TMP/${kind}_$f.idx\" using (\$1+$off):(\$4 > 0 ? \$4 : 1/0) with points pt $((4 + 2 * i)) ps 1.4 title \"$d $5\""
+            series="$series, \"$TMP/${kind}_$f.idx\" using (\$1+$off):(\$4 > 0 ? \$4 : 1/0) with points pt $((2 + 2 * i)) lc $i ps 1.4 title \"$d $5\""
         fi
-        i=$((i + 1))
+        j=$((j + 1))
     done
     gnuplot <<GP
 set terminal pngcairo noenhanced size $width,600 font 'sans,9'
@@ -189,9 +214,12 @@ plot $6 ${series#, }
 GP
 }
 
-rm -f "$OUT/ratio.png" "$OUT/compute.png" "$OUT/bandwidth.png"
-plot ratio "Peer time / Lockstep time per case (above 1: Lockstep faster; against a floor: fraction of the bandwidth reached)" \
+rm -f "$OUT/ratio.png" "$OUT/ratio-gpu.png" "$OUT/compute.png" "$OUT/bandwidth.png"
+plot ratio "CPU devices: peer time / Lockstep time per case (above 1: Lockstep faster; against a floor: fraction of the bandwidth reached)" \
     ratio 2 "" "1 with lines lc rgb '#888888' dt 2 title 'as fast as the peer / at the floor',"
+plot ratiogpu "GPUs: peer time / Lockstep time per case (cuBLAS, or the copy: above 1 Lockstep is faster)" \
+    ratio 2 "" "1 with lines lc rgb '#888888' dt 2 title 'as fast as the peer / at the floor',"
+[ -f "$OUT/ratiogpu.png" ] && mv "$OUT/ratiogpu.png" "$OUT/ratio-gpu.png"
 # The floors a device's JSON names (a GPU's FP32 peak and copy rate), as
 # dashed lines; PEAK_GFLOPS adds one for the CPU.
 peak=""
@@ -228,8 +256,8 @@ plot bandwidth "Bandwidth-bound cases: GB/s of Lockstep (filled) and of the stre
     echo "(a streaming read or copy loop on the same threads) it is the fraction of the"
     echo "machine's bandwidth reached.  docs/bench.md explains the cases, peers and floors."
     echo
-    echo "![ratio per case and device](ratio.png)"
-    echo
+    [ -f "$OUT/ratio.png" ] && echo "![ratio per case and CPU device](ratio.png)" && echo
+    [ -f "$OUT/ratio-gpu.png" ] && echo "![ratio per case and GPU](ratio-gpu.png)" && echo
     [ -f "$OUT/compute.png" ] && echo "![compute-bound throughput](compute.png)" && echo
     [ -f "$OUT/bandwidth.png" ] && echo "![bandwidth-bound throughput](bandwidth.png)" && echo
     grep '^#dev' "$TMP/all.tsv" | while IFS='	' read -r _ d desc thr cg pg; do
@@ -255,4 +283,8 @@ plot bandwidth "Bandwidth-bound cases: GB/s of Lockstep (filled) and of the stre
 for j in "$TMP"/*.json; do
     cp "$j" "$OUT/"
 done
+if [ -n "$NOPLOT" ]; then
+    echo "bench-report: wrote $OUT/index.md and the JSON, no plots (no gnuplot here): scripts/bench-report.sh -j $OUT -o DIR plots them where gnuplot is" >&2
+    exit 1
+fi
 echo "bench-report: wrote $OUT/index.md and its plots" >&2

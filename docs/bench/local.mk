@@ -16,3 +16,8 @@ bench-report: tools/lockstep$(EXEEXT) $(bench_report_cuda)
 	  $${cb:+-c "$$cb"} -o $(top_srcdir)/docs/bench -f '$(BENCH_FLAGS)' $${devs:+-d "$$devs"}
 .PHONY: bench-report
 EXTRA_DIST += scripts/bench-report.sh docs/bench
+
+# The report's script on saved JSON and stand-ins for the benchmarks (TAP):
+# its page, plots, CUDA devices and failures, no benchmark run.
+TESTS += tests/test_bench_report.sh
+EXTRA_DIST += tests/test_bench_report.sh
