@@ -56,6 +56,8 @@ tests_test_contract_LDADD = tools/libmatrix.la liblockstep.la
 tests_test_invariance_LDADD = tools/libmatrix.la liblockstep.la
 tests_test_hostile_LDADD = tools/libmatrix.la liblockstep.la
 EXTRA_DIST += tests/test_install.sh
+# what the shell tests (tests/*.sh) share, sourced
+EXTRA_DIST += tests/tap.sh
 
 # The reference GEMM, integer GEMM, quantisation, packing and binary
 # kernels against independent computations: links the kernels alone, with

@@ -19,26 +19,9 @@ if [ ! -f "$report" ]; then
     echo "Bail out! no $report (srcdir=${srcdir:-unset})"
     exit 1
 fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/lk-bench-report.XXXXXX") || {
-    echo "Bail out! mktemp failed"
-    exit 1
-}
-trap 'rm -rf "$tmp"' EXIT
+. "${srcdir:-.}/tests/tap.sh"
+tap_tmp bench-report
 
-n=0
-ok() { # ok CONDITION-STATUS DESCRIPTION
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then
-        echo "ok $n - $2"
-    else
-        echo "not ok $n - $2"
-    fi
-}
-skip() { # skip DESCRIPTION REASON
-    n=$((n + 1))
-    echo "ok $n - $1 # SKIP $2"
-}
-has() { grep -F -e "$2" "$1" >/dev/null 2>&1; }
 # png FILE: FILE starts with the PNG signature
 png() { [ -s "$1" ] && [ "$(od -An -tx1 -N8 "$1" | tr -d ' \n')" = 89504e470d0a1a0a ]; }
 

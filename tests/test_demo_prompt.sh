@@ -5,8 +5,9 @@
 # local device and prints back as text; and the usage errors exit 2 with a
 # message that names the problem.
 #
-# Run from the build directory (as `make check` does); LOCKSTEP names
-# another `lockstep` binary.
+# Run from the build directory (as `make check` does; srcdir, which
+# automake sets, finds tests/tap.sh); LOCKSTEP names another `lockstep`
+# binary.
 set -u
 LC_ALL=C
 export LC_ALL
@@ -26,23 +27,8 @@ if [ ! -x "$lockstep" ]; then
     echo "Bail out! no $lockstep (run from the build directory)"
     exit 1
 fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/lk-demo-prompt.XXXXXX") || {
-    echo "Bail out! mktemp failed"
-    exit 1
-}
-trap 'rm -rf "$tmp"' EXIT
-
-n=0
-ok() { # ok CONDITION-STATUS DESCRIPTION
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then
-        echo "ok $n - $2"
-    else
-        echo "not ok $n - $2"
-    fi
-}
-# has FILE TEXT: FILE holds TEXT (a fixed string)
-has() { grep -F -e "$2" "$1" >/dev/null 2>&1; }
+. "${srcdir:-.}/tests/tap.sh"
+tap_tmp demo-prompt
 # line FILE PREFIX: the first line of FILE that starts with PREFIX
 line() { sed -n "/^$2/{p;q;}" "$1"; }
 
