@@ -108,18 +108,12 @@ else
                 echo "bench-report: skipping $d: no lockstep-cuda-bench (give -c PATH; a build configured --with-cuda makes it)" >&2
                 continue
             fi
-            n=${d#cuda:}
             cf=""
             case " $FLAGS " in *" --quick "*) cf="--quick" ;; esac
-            echo "bench-report: $CUDA_BENCH --json $cf on $d" >&2
-            # lockstep-cuda-bench runs on cuda:0: another GPU becomes that
-            # one through CUDA_VISIBLE_DEVICES
+            echo "bench-report: $CUDA_BENCH --json $cf --device $d" >&2
             # shellcheck disable=SC2086
-            if [ "$n" = 0 ]; then "$CUDA_BENCH" --json $cf >"$TMP/$f.json.tmp"
-            else CUDA_VISIBLE_DEVICES=$n "$CUDA_BENCH" --json $cf >"$TMP/$f.json.tmp"; fi ||
+            "$CUDA_BENCH" --json $cf --device "$d" >"$TMP/$f.json" ||
                 echo "bench-report: lockstep-cuda-bench on $d reported a failure (kept what it printed)" >&2
-            sed "1s/\"device\": \"cuda:0\"/\"device\": \"$d\"/" "$TMP/$f.json.tmp" >"$TMP/$f.json"
-            rm -f "$TMP/$f.json.tmp"
             continue
             ;;
         esac
@@ -146,7 +140,6 @@ done >"$TMP/all.tsv"
 grep -v '^#' "$TMP/all.tsv" >"$TMP/cases.tsv" || true
 [ -s "$TMP/cases.tsv" ] || { echo "bench-report: no results to plot" >&2; exit 1; }
 devs=$(grep '^#dev' "$TMP/all.tsv" | cut -f2)
-ndev=$(echo "$devs" | wc -l)
 
 # Per device, the data files gnuplot reads: case, value(s).  Compute-bound
 # cases report GFLOP/s (their peer is OpenBLAS, or cuBLAS on a GPU); the
@@ -155,7 +148,7 @@ ndev=$(echo "$devs" | wc -l)
 for d in $devs; do
     f=$(echo "$d" | tr ':@/' '___')
     r=ratio
-    case $d in cuda:*) r=ratiogpu ;; esac
+    case $d in cuda:*) r=ratio-gpu ;; esac
     awk -F'\t' -v d="$d" '$1 == d && !($7 > 0 && $4 ~ /floor/) { print $2, $6 }' \
         "$TMP/cases.tsv" >"$TMP/${r}_$f.dat"
     awk -F'\t' -v d="$d" '$1 == d && $7 > 0 { pr = $5 > 0 ? $7 * $3 / $5 : 0; print $2, $7, pr }' \
@@ -217,9 +210,8 @@ GP
 rm -f "$OUT/ratio.png" "$OUT/ratio-gpu.png" "$OUT/compute.png" "$OUT/bandwidth.png"
 plot ratio "CPU devices: peer time / Lockstep time per case (above 1: Lockstep faster; against a floor: fraction of the bandwidth reached)" \
     ratio 2 "" "1 with lines lc rgb '#888888' dt 2 title 'as fast as the peer / at the floor',"
-plot ratiogpu "GPUs: peer time / Lockstep time per case (cuBLAS, or the copy: above 1 Lockstep is faster)" \
+plot ratio-gpu "GPUs: peer time / Lockstep time per case (cuBLAS, or the copy: above 1 Lockstep is faster)" \
     ratio 2 "" "1 with lines lc rgb '#888888' dt 2 title 'as fast as the peer / at the floor',"
-[ -f "$OUT/ratiogpu.png" ] && mv "$OUT/ratiogpu.png" "$OUT/ratio-gpu.png"
 # The floors a device's JSON names (a GPU's FP32 peak and copy rate), as
 # dashed lines; PEAK_GFLOPS adds one for the CPU.
 peak=""

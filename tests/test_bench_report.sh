@@ -3,7 +3,7 @@
 # JSON and on stand-ins for `lockstep` and `lockstep-cuda-bench`, so that no
 # benchmark runs: the page has a section per device with its floors, the
 # four plots are PNG files (the GPU's ratios apart from the CPU's), a CUDA
-# device runs the CUDA bench (cuda:N through CUDA_VISIBLE_DEVICES) and never
+# device runs the CUDA bench (cuda:N through its --device) and never
 # `lockstep bench`, and the failures say what is wrong: no gnuplot, no CUDA
 # bench, no results.
 #
@@ -98,11 +98,18 @@ bench) cat "$tmp/json/cpu_avx2.json" ;;
 *) exit 2 ;;
 esac
 EOF
+# The CUDA stand-in names the device it was given, as lockstep-cuda-bench
+# --device does.
 cat >"$tmp/cudabench" <<EOF
 #!/bin/sh
 echo "cudabench \$* CUDA_VISIBLE_DEVICES=\${CUDA_VISIBLE_DEVICES:-unset}" >>"$tmp/calls"
 echo "the text goes to stderr" >&2
-cat "$tmp/json/cuda_0.json"
+dev=cuda:0
+while [ \$# -gt 0 ]; do
+    [ "\$1" = --device ] && dev=\$2
+    shift
+done
+sed "1s/\"device\": \"cuda:0\"/\"device\": \"\$dev\"/" "$tmp/json/cuda_0.json"
 EOF
 chmod +x "$tmp/lockstep" "$tmp/cudabench"
 
@@ -117,10 +124,10 @@ else
 fi
 has "$tmp/calls" "lockstep bench --device cpu:avx2 --json --quick"
 ok $? "a CPU device runs lockstep bench --json with the flags"
-has "$tmp/calls" "cudabench --json --quick CUDA_VISIBLE_DEVICES=unset" &&
-    has "$tmp/calls" "cudabench --json --quick CUDA_VISIBLE_DEVICES=1" &&
+has "$tmp/calls" "cudabench --json --quick --device cuda:0 CUDA_VISIBLE_DEVICES=unset" &&
+    has "$tmp/calls" "cudabench --json --quick --device cuda:1 CUDA_VISIBLE_DEVICES=unset" &&
     ! has "$tmp/calls" "lockstep bench --device cuda"
-ok $? "cuda:0 and cuda:1 run the CUDA bench (cuda:1 as CUDA_VISIBLE_DEVICES=1), never lockstep bench"
+ok $? "cuda:0 and cuda:1 run the CUDA bench with --device (CUDA_VISIBLE_DEVICES untouched), never lockstep bench"
 has "$tmp/out4/cuda_1.json" '{"device": "cuda:1"' && has "$tmp/out4/index.md" "## cuda:1"
 ok $? "cuda:1's JSON and section carry its name"
 ! has "$tmp/out4/cuda_0.json" "the text goes to stderr"

@@ -2,6 +2,7 @@
  * the same GPU, in the same run (issue 5's targets).
  *
  *   backends/cuda/lockstep-cuda-bench [--quick] [--no-graph] [--only SUBSTRING] [--json]
+ *                                     [--device cuda:N]
  *
  * Every figure is the median over 11 batches of back-to-back calls on one
  * stream (a Lockstep queue adopting it), timed with CUDA events; a batch is
@@ -15,7 +16,8 @@
  * "target" say whether a goal of the issue is met.  --json prints the
  * cases on stdout as `lockstep bench --json` does (scripts/bench-report.sh
  * plots them beside the CPU devices), with the copy's rate and the FP32
- * peak as the device's floors, and the text on stderr. */
+ * peak as the device's floors, and the text on stderr.  --device picks
+ * the GPU by Lockstep's name (default cuda:0). */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -38,6 +40,7 @@ static lk_queue *q;
 static int quick;
 static int use_graphs = 1; /* --no-graph: time plain launches */
 static const char *only;
+static const char *device_name = "cuda:0"; /* --device */
 static int batches = 11;
 static double copy_gbs; /* device-to-device copy, bytes moved (read + write) per second */
 static int failures;
@@ -629,7 +632,7 @@ static void bench_rows(int kind, int64_t rows, int64_t cols)
     lk_free(gpu, r.b);
 }
 
-/* The FP32 peak of cuda:0 in GFLOP/s (FMA lanes x 2 x the SM clock): the
+/* The FP32 peak of the current CUDA device in GFLOP/s (FMA lanes x 2 x the SM clock): the
  * f32 GEMM's compute floor; 0 where the lanes an SM are not known. */
 static double fp32_peak_gflops(void)
 {
@@ -659,8 +662,12 @@ int main(int argc, char **argv)
             only = argv[++i];
         else if (!strcmp(argv[i], "--json"))
             json = 1;
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc)
+            device_name = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--quick] [--no-graph] [--only SUBSTRING] [--json]\n",
+            fprintf(stderr,
+                    "usage: %s [--quick] [--no-graph] [--only SUBSTRING] [--json] "
+                    "[--device cuda:N]\n",
                     argv[0]);
             return 2;
         }
@@ -674,8 +681,8 @@ int main(int argc, char **argv)
 #endif
     lk_context *ctx;
     CHECK_LK(lk_context_create(&ctx));
-    if (lk_device_find(ctx, "cuda:0", &gpu) != LK_OK) {
-        fprintf(stderr, "no cuda:0: %s\n", lk_last_error());
+    if (lk_device_find(ctx, device_name, &gpu) != LK_OK) {
+        fprintf(stderr, "no %s: %s\n", device_name, lk_last_error());
         for (int i = 0; i < lk_context_driver_count(ctx); i++) {
             lk_driver_info d;
             if (lk_context_driver_info(ctx, i, &d) == LK_OK)
@@ -685,6 +692,18 @@ int main(int argc, char **argv)
     }
     lk_device_props props;
     CHECK_LK(lk_device_props_get(gpu, &props));
+    if (strncmp(props.name, "cuda:", 5)) {
+        fprintf(stderr, "%s is not a CUDA device\n", device_name);
+        return 2;
+    }
+    /* the stream, cuBLAS and the probes' own kernels run on the current
+     * CUDA device: make it this one (cuda:N counts the usable GPUs, which
+     * need not be the CUDA ordinals; the PCI id names it either way) */
+    {
+        int ord = 0;
+        CHECK_CUDA(cudaDeviceGetByPCIBusId(&ord, props.pci_bus_id));
+        CHECK_CUDA(cudaSetDevice(ord));
+    }
     CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     lk_queue_opts opts = {0, (void *)stream};
     CHECK_LK(lk_queue_create(gpu, &opts, &q));
@@ -712,9 +731,9 @@ int main(int argc, char **argv)
         for (char *c = desc; *c; c++) /* a JSON string without escapes */
             if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20)
                 *c = ' ';
-        printf("{\"device\": \"cuda:0\", \"description\": \"%s\", \"threads\": 0, "
+        printf("{\"device\": \"%s\", \"description\": \"%s\", \"threads\": 0, "
                "\"reps\": %d, \"copy_gbps\": %.1f, \"peak_gflops\": %.1f, \"cases\": [",
-               desc, batches, copy_gbs, fp32_peak_gflops());
+               props.name, desc, batches, copy_gbs, fp32_peak_gflops());
     }
     bench_floor_op();
     if (wanted("handoff"))
