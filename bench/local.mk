@@ -10,7 +10,6 @@ bench_libbench_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(OPENBLAS_CFLAGS)
 bench_libbench_la_CPPFLAGS = $(AM_CPPFLAGS)
 bench_libbench_la_LIBADD = $(OPENBLAS_LIBS) $(OPENMP_CFLAGS)
 tools_lockstep_LDADD += bench/libbench.la
-EXTRA_DIST += docs/bench.md
 
 BENCH_FLAGS =
 bench: tools/lockstep$(EXEEXT)

@@ -1,8 +1,9 @@
-# `make bench-report` (issue 7): `lockstep bench --json` on this machine's
+# `make bench-report`: `lockstep bench --json` on this machine's
 # CPU devices and, in a build with CUDA, lockstep-cuda-bench --json (cuBLAS
 # and the copy as peers) on its GPUs, written to docs/bench/ in the source
 # tree as a Markdown page (index.md) and gnuplot PNGs; the README shows
-# them.  BENCH_FLAGS (e.g. --quick) goes to every bench run,
+# a snapshot of the PNGs kept in docs/performance/.  BENCH_FLAGS (e.g.
+# --quick) goes to every bench run,
 # BENCH_DEVICES="cpu:avx2 cuda:0" picks the devices (default: every one
 # that is not emulated, the reference excepted).  scripts/bench-report.sh
 # -j DIR re-plots saved JSON files, e.g. those of another machine.
