@@ -1,0 +1,134 @@
+"""DLPack both ways without copies, strides, ownership."""
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import lockstep
+from conftest import assert_same_bits
+
+
+def test_result_to_numpy_without_copy(rng):
+    x = rng.standard_normal((3, 7)).astype(np.float32)
+    t = lockstep.rmsnorm(x)
+    a = np.from_dlpack(t)
+    assert a.dtype == np.float32 and a.shape == (3, 7)
+    assert a.ctypes.data == t.data_ptr          # the same memory
+    assert t.data_ptr % 64 == 0
+    assert_same_bits(a, t.numpy())
+
+
+def test_result_outlives_tensor_until_consumer_frees():
+    t = lockstep.relu(np.arange(-3, 5, dtype=np.float32))
+    ref = weakref.ref(t)
+    a = np.from_dlpack(t)
+    del t
+    gc.collect()
+    assert ref() is not None                    # kept alive by the array
+    assert a.tolist() == [0, 0, 0, 0, 1, 2, 3, 4]
+    del a
+    gc.collect()
+    assert ref() is None                        # the deleter released it
+
+
+def test_unconsumed_capsule_releases_memory():
+    t = lockstep.relu(np.ones(4, np.float32))
+    ref = weakref.ref(t)
+    for mv in (None, (1, 0)):
+        cap = t.__dlpack__(max_version=mv)
+        del cap
+    del t
+    gc.collect()
+    assert ref() is None
+
+
+def test_legacy_and_versioned_capsules():
+    t = lockstep.relu(np.ones((2, 2), np.float32))
+    assert "dltensor_versioned" in repr(t.__dlpack__(max_version=(1, 0)))
+    assert "dltensor" in repr(t.__dlpack__())
+    assert t.__dlpack_device__() == (1, 0)
+
+
+def test_numpy_input_and_out_without_copy(rng):
+    x = rng.standard_normal((4, 9)).astype(np.float32)
+    out = np.empty_like(x)
+    p = out.ctypes.data
+    assert lockstep.softmax(x, out=out) is out
+    assert out.ctypes.data == p
+    assert_same_bits(out, lockstep.softmax(x))
+
+
+def test_consumed_capsule_is_renamed_and_deleted():
+    x = np.ones((2, 3), np.float32)
+    from lockstep import _dlpack
+    cap = x.__dlpack__()
+    imp = _dlpack.Imported(cap)
+    assert imp.shape == (2, 3) and imp.data == x.ctypes.data
+    assert "used_dltensor" in repr(cap)
+    imp.release()
+    imp.release()                               # once only
+
+
+def test_strided_rows_are_honoured(rng):
+    big = rng.standard_normal((6, 20)).astype(np.float32)
+    sub = big[1:5, 3:11]                        # ld 20, offset
+    y = lockstep.rmsnorm(sub)
+    assert_same_bits(y, lockstep.rmsnorm(np.ascontiguousarray(sub)))
+    out = np.zeros((4, 40), np.float32)
+    lockstep.rmsnorm(sub, out=out[:, ::1][:, 10:18])
+    assert_same_bits(out[:, 10:18], y)
+    assert not out[:, :10].any() and not out[:, 18:].any()
+
+
+def test_unsupported_layouts_are_refused(rng):
+    x = rng.standard_normal((5, 6)).astype(np.float32)
+    with pytest.raises(lockstep.BadLeadingDimError, match="stride"):
+        lockstep.rmsnorm(x.T)
+    with pytest.raises(lockstep.BadLeadingDimError, match="negative"):
+        lockstep.rmsnorm(x[::-1])
+    with pytest.raises(lockstep.BadLeadingDimError, match="collapse"):
+        lockstep.rmsnorm(np.zeros((3, 4, 8), np.float32)[:, :2, :])
+    with pytest.raises(lockstep.BadDtypeError):
+        lockstep.rmsnorm(x.astype(np.float64))
+
+
+def test_readonly_output_refused():
+    x = np.ones((2, 2), np.float32)
+    out = np.zeros((2, 2), np.float32)
+    out.flags.writeable = False
+    with pytest.raises((ValueError, BufferError)):
+        lockstep.relu(x, out=out)
+
+
+def test_bf16_export_and_bits():
+    t = lockstep.convert(np.array([1.0, -2.5, 3.0], np.float32), "bf16")
+    assert t.__dlpack__  # exported as DLPack bfloat16
+    bits = np.from_dlpack(t.bits())
+    assert bits.dtype == np.uint16 and bits.tolist() == [0x3F80, 0xC020, 0x4040]
+
+
+def test_tensor_copies_and_empty():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = lockstep.tensor(a)
+    assert t.shape == (3, 4) and t.data_ptr != a.ctypes.data
+    assert (t.numpy() == a).all()
+    e = lockstep.empty((2, 5), "f16")
+    assert e.nbytes == 20 and e.numpy().dtype == np.float16
+
+
+def test_torch_round_trip(rng):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    x = torch.from_numpy(rng.standard_normal((3, 8)).astype(np.float32))
+    y = lockstep.rmsnorm(x)
+    ty = torch.from_dlpack(y)
+    assert ty.data_ptr() == y.data_ptr
+    xb = x.to(torch.bfloat16)
+    yb = lockstep.rmsnorm(xb)
+    assert yb.dtype_name == "bf16"
+    tb = torch.from_dlpack(yb)
+    assert tb.dtype == torch.bfloat16
+    out = torch.empty(3, 8)
+    assert lockstep.rmsnorm(x, out=out) is out
+    assert torch.equal(out.view(torch.int32), ty.view(torch.int32))

@@ -1,0 +1,23 @@
+#!/bin/sh
+# The Python binding (python/lockstep) against this build's library: its
+# pytest suite as TAP.  SKIPs when python3, numpy or pytest is missing
+# (Debian: apt install python3-numpy python3-pytest).
+lib="$(pwd)/.libs/liblockstep.so.0"
+py=${PYTHON:-python3}
+skip() {
+    echo "1..1"
+    echo "ok 1 - python binding # SKIP $1"
+    exit 0
+}
+command -v "$py" >/dev/null 2>&1 || skip "$py not found"
+"$py" -c 'import sys; sys.exit(sys.version_info < (3, 8))' 2>/dev/null ||
+    skip "$py is older than 3.8"
+"$py" -c 'import numpy; assert tuple(map(int, numpy.__version__.split(".")[:2])) >= (1, 22)' \
+    2>/dev/null || skip "numpy >= 1.22 not installed"
+"$py" -c 'import pytest' 2>/dev/null || skip "pytest not installed"
+[ -f "$lib" ] || skip "no $lib (a static-only build?)"
+LOCKSTEP_LIBRARY="$lib"
+PYTHONPATH="${srcdir:-.}/python${PYTHONPATH:+:$PYTHONPATH}"
+PYTHONDONTWRITEBYTECODE=1
+export LOCKSTEP_LIBRARY PYTHONPATH PYTHONDONTWRITEBYTECODE
+exec "$py" "${srcdir:-.}/python/tests/tap.py"
