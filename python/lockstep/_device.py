@@ -51,8 +51,8 @@ class Queue:
     """In-order work on one device (a CUDA stream on GPUs).  Use a queue
     from one thread at a time; Device.queue gives each thread its own."""
 
-    def __init__(self, device, num_threads=0):
-        opts = LkQueueOpts(num_threads, None)
+    def __init__(self, device, num_threads=0, native_stream=None):
+        opts = LkQueueOpts(num_threads, native_stream)
         h = ctypes.c_void_p()
         check(lib.lk_queue_create(device._handle, ctypes.byref(opts), ctypes.byref(h)))
         self._handle = h.value
@@ -102,10 +102,12 @@ class Device:
             q = self._local.queue = Queue(self)
         return q
 
-    def new_queue(self, num_threads=0):
+    def new_queue(self, num_threads=0, native_stream=None):
         """A queue of its own (num_threads: CPU worker threads, 0 for
-        LOCKSTEP_NUM_THREADS or every core; never changes a bit)."""
-        return Queue(self, num_threads)
+        LOCKSTEP_NUM_THREADS or every core, never changes a bit;
+        native_stream: on a GPU, a cudaStream_t to adopt, e.g.
+        torch.cuda.current_stream().cuda_stream)."""
+        return Queue(self, num_threads, native_stream)
 
     def sync(self):
         self.queue.sync()

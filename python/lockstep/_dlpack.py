@@ -129,11 +129,13 @@ class Imported:
         self._deleter = m.deleter if m.deleter else None
         t = m.dl_tensor
         self.data = (t.data or 0) + t.byte_offset
-        self.device = (t.device.device_type, t.device.device_id)
+        d = t.device
+        self.device = (d.device_type, d.device_id)
         n = t.ndim
-        self.shape = tuple(t.shape[i] for i in range(n))
-        self.strides = tuple(t.strides[i] for i in range(n)) if t.strides else None
-        self.dtype = (t.dtype.code, t.dtype.bits, t.dtype.lanes)
+        self.shape = tuple(t.shape[:n])
+        self.strides = tuple(t.strides[:n]) if t.strides else None
+        d = t.dtype
+        self.dtype = (d.code, d.bits, d.lanes)
 
     def release(self):
         d, self._deleter = self._deleter, None
@@ -147,12 +149,15 @@ class Imported:
 def import_dlpack(obj, stream=None):
     """Imported for any object with __dlpack__ (numpy >= 1.22, PyTorch,
     CuPy, JAX, a lockstep.Tensor)."""
-    kw = {} if stream is None else {"stream": stream}
+    kw = {} if stream is None else {"stream": int(stream)}
     try:
         cap = obj.__dlpack__(max_version=VERSION, **kw)
     except TypeError:  # a producer older than DLPack 1.0's keyword
         cap = obj.__dlpack__(**kw)
-    return Imported(cap)
+    imp = Imported(cap)
+    if hasattr(stream, "wait"):
+        stream.wait()
+    return imp
 
 
 # --- producing -------------------------------------------------------------

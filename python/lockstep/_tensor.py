@@ -5,7 +5,7 @@ import ctypes
 import weakref
 
 from . import _dlpack as dl
-from ._device import CTX, Device, device as _find_device
+from ._device import CTX, Device, default_device, device as _find_device
 from ._lib import lib, LkTensor
 from .errors import (BadDtypeError, BadLeadingDimError, BadShapeError,
                      WrongDeviceError, check)
@@ -101,6 +101,19 @@ def _lk(data, dtype, shape, strides, mode, what, t2_cols=None):
     uniform stride), for per-row scalars (scales, positions, ids);
     "batched_column": a leading batch dim, then a column."""
     n = len(shape)
+    if mode == "rows" and dtype != T2 and n <= 2:
+        # the common layouts, decided without the general walk below
+        if n == 2:
+            r, c = shape
+            if strides is None:
+                return LkTensor(data, dtype, r, c, c if c > 0 else 1, 0), 1
+            s0, s1 = strides
+            if (s1 == 1 or c <= 1) and s0 >= c and s0 >= 0:
+                return LkTensor(data, dtype, r, c, s0 if r > 1 else (c if c > 0 else 1), 0), 1
+        elif n == 1:
+            c = shape[0]
+            if strides is None or strides[0] == 1 or c <= 1:
+                return LkTensor(data, dtype, 1, c, c if c > 0 else 1, 0), 1
     if strides is None:
         strides, acc = [0] * n, 1
         for i in range(n - 1, -1, -1):
@@ -173,6 +186,22 @@ def view(obj, what, mode="rows", writable=False, stream=None):
     want = None
     if isinstance(obj, Typed):
         want, t2_cols, obj = obj.dtype, obj.cols, obj.obj
+    if want is None and type(obj) is Tensor:
+        # the common case, cached per mode: no DLPack round trip
+        if obj._freed:
+            raise ValueError(f"{what}: the tensor's memory is gone (context destroyed)")
+        c = obj._views.get(mode)
+        if c is None:
+            t, b = _lk(obj._ptr, obj.dtype, obj._store_shape, None, mode, what,
+                       obj.shape[-1] if obj.dtype == T2 else None)
+            c = obj._views[mode] = (bytes(t), b)
+        v.lk = LkTensor.from_buffer_copy(c[0])
+        v.batch = c[1]
+        v.keep = obj
+        v.device = obj.device
+        v.dtype = obj.dtype
+        v.shape = obj.shape
+        return v
     if isinstance(obj, Tensor):
         if obj._freed:
             raise ValueError(f"{what}: the tensor's memory is gone (context destroyed)")
@@ -192,7 +221,15 @@ def view(obj, what, mode="rows", writable=False, stream=None):
             except ImportError:
                 raise TypeError(f"{what}: {type(obj).__name__} has no __dlpack__") from None
             obj = numpy.ascontiguousarray(obj, dtype=numpy.float32)
-        imp = dl.import_dlpack(obj, stream)
+        try:
+            imp = dl.import_dlpack(obj, _import_stream(obj) if stream is None else stream)
+        except BufferError:
+            # numpy < 2 refuses to export read-only arrays through DLPack:
+            # an input may still be read through __array_interface__
+            ai = getattr(obj, "__array_interface__", None)
+            if ai is None or writable:
+                raise
+            imp = _ArrayInterface(obj, ai, what)
         v.keep = imp
         v.readonly = imp.readonly
         v.device = imp.device
@@ -220,14 +257,82 @@ def view(obj, what, mode="rows", writable=False, stream=None):
     return v
 
 
+_TYPESTR = {"f4": (dl.KDL_FLOAT, 32), "f2": (dl.KDL_FLOAT, 16), "i1": (dl.KDL_INT, 8),
+            "u1": (dl.KDL_UINT, 8), "i2": (dl.KDL_INT, 16), "u2": (dl.KDL_UINT, 16),
+            "i4": (dl.KDL_INT, 32), "u4": (dl.KDL_UINT, 32), "i8": (dl.KDL_INT, 64),
+            "u8": (dl.KDL_UINT, 64), "f8": (dl.KDL_FLOAT, 64)}
+
+
+class _ArrayInterface:
+    """A read-only host array seen through __array_interface__, with the
+    attributes of dl.Imported."""
+
+    def __init__(self, obj, ai, what):
+        ts = ai["typestr"]
+        if ts[0] == ">" or ts[1:] not in _TYPESTR:
+            raise BadDtypeError(6, f"{what}: array type {ts!r} has no lk_dtype")
+        size = int(ts[2:])
+        self.keep = obj
+        self.data = ai["data"][0] + ai.get("offset", 0)
+        self.device = (dl.KDL_CPU, 0)
+        self.shape = tuple(ai["shape"])
+        st = ai.get("strides")
+        if st is not None and any(s % size for s in st):
+            raise BadLeadingDimError(4, f"{what}: strides {st} are not whole elements")
+        self.strides = None if st is None else tuple(s // size for s in st)
+        self.dtype = _TYPESTR[ts[1:]] + (1,)
+        self.readonly = True
+
+
+_cudart = []
+
+
+def _import_stream(obj):
+    """The stream= to give a producer: None for host memory.  For CUDA
+    memory the producer orders its work before the legacy default stream
+    (DLPack's stream 1) and the binding waits for that stream through the
+    CUDA runtime, since a Lockstep queue's own stream is not ordered
+    after it."""
+    try:
+        kind, ordinal = obj.__dlpack_device__()
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if kind != dl.KDL_CUDA:
+        return None
+    return _CudaLegacy(ordinal)
+
+
+class _CudaLegacy(int):
+    """stream=1 for the producer; after the export, wait for that stream."""
+
+    def __new__(cls, ordinal):
+        self = super().__new__(cls, 1)
+        self.ordinal = ordinal
+        return self
+
+    def wait(self):
+        if not _cudart:
+            try:
+                _cudart.append(ctypes.CDLL("libcudart.so"))
+            except OSError:
+                _cudart.append(None)
+        rt = _cudart[0]
+        if rt is None:
+            return
+        cur = ctypes.c_int(0)
+        rt.cudaGetDevice(ctypes.byref(cur))
+        rt.cudaSetDevice(self.ordinal)
+        rt.cudaStreamSynchronize(ctypes.c_void_p(1))  # cudaStreamLegacy
+        rt.cudaSetDevice(cur.value)
+
+
 def resolve_device(views, device):
     """The Device an op runs on: device= if given, else the device of a
     lockstep.Tensor argument, else cuda:N for a CUDA DLPack input, else the
     default host device.  Foreign memory the device cannot reach is
     refused here with WrongDeviceError."""
-    from ._device import default_device
     if device is not None:
-        dev = _find_device(device)
+        dev = device if isinstance(device, Device) else _find_device(device)
     else:
         dev = None
         for v in views:
@@ -291,6 +396,7 @@ class Tensor:
         self.shape = tuple(int(s) for s in shape)
         self.device = dev
         self._freed = False
+        self._views = {}
         if self.dtype == T2:
             rows = 1
             for s in self.shape[:-1]:
@@ -448,7 +554,6 @@ def tensor(obj, device=None, dtype=None):
     """A lockstep.Tensor holding a copy of obj (any DLPack object or a
     list, compact, on the host) on device (default: the host device).
     dtype reinterprets the bits (bf16 for uint16, t2 for uint8)."""
-    from ._device import default_device
     dev = default_device() if device is None else _find_device(device)
     if dtype is not None:
         obj = Typed(obj, dtype)
@@ -457,7 +562,6 @@ def tensor(obj, device=None, dtype=None):
 
 def empty(shape, dtype="f32", device=None):
     """An uninitialised Tensor."""
-    from ._device import default_device
     dev = default_device() if device is None else _find_device(device)
     if isinstance(shape, int):
         shape = (shape,)

@@ -132,3 +132,44 @@ def test_torch_round_trip(rng):
     out = torch.empty(3, 8)
     assert lockstep.rmsnorm(x, out=out) is out
     assert torch.equal(out.view(torch.int32), ty.view(torch.int32))
+
+
+def test_readonly_input_is_read(rng):
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    ro = x.copy()
+    ro.flags.writeable = False
+    assert_same_bits(lockstep.softmax(ro), lockstep.softmax(x))
+
+
+class _NoReadonlyExport:
+    """What numpy < 2 does with a read-only array: __dlpack__ refuses."""
+
+    def __init__(self, a):
+        self.a = a
+        self.__array_interface__ = a.__array_interface__
+
+    def __dlpack__(self, **kw):
+        raise BufferError("Cannot export readonly array")
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def test_readonly_fallback_through_array_interface(rng):
+    x = rng.standard_normal((4, 12)).astype(np.float32)
+    sub = x[:, 2:9]
+    assert_same_bits(lockstep.rmsnorm(_NoReadonlyExport(sub)), lockstep.rmsnorm(sub))
+    with pytest.raises(BufferError):
+        lockstep.relu(x, out=_NoReadonlyExport(x))
+
+
+def test_queues_and_threads():
+    import threading
+    d = lockstep.device("cpu")
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(d.queue))
+    t.start()
+    t.join()
+    assert seen[0] is not d.queue            # one default queue per thread
+    q = d.new_queue(num_threads=1)
+    q.sync()
