@@ -4,7 +4,7 @@ import ctypes
 
 from . import _dlpack as dl
 from ._device import device as _find_device, devices as _devices
-from ._tensor import ITEMSIZE, NAMES, T2, Tensor, copy_to, view
+from ._tensor import ITEMSIZE, T2, Tensor, Typed, copy_to, view
 from .errors import UnsupportedError
 
 
@@ -89,6 +89,13 @@ class CrossCheck:
     __repr__ = lambda self: f"<lockstep.CrossCheck {self}>"
 
 
+def _onto(x, dev):
+    """x copied to a device without host memory, when it is a tensor."""
+    if isinstance(x, (Tensor, Typed)) or hasattr(x, "__dlpack__"):
+        return copy_to(x, dev)
+    return x
+
+
 def _default_devices():
     out = []
     for name in _devices():
@@ -109,12 +116,12 @@ def cross_check(fn, *args, devices=None, strict=False, **kwargs):
     ref = None
     for name in names:
         dev = _find_device(name)
-        a = args
+        a, kw = args, kwargs
         if not dev.host_memory:
-            a = tuple(copy_to(x, dev) if (isinstance(x, Tensor) or hasattr(x, "__dlpack__"))
-                      else x for x in args)
+            a = tuple(_onto(x, dev) for x in args)
+            kw = {k: _onto(x, dev) for k, x in kwargs.items()}
         try:
-            res = fn(*a, device=dev, **kwargs)
+            res = fn(*a, device=dev, **kw)
         except UnsupportedError as e:
             r.unsupported[dev.name] = e.message
             continue

@@ -498,6 +498,8 @@ class Weights:
         from ._device import CTX
         h, self._handle = getattr(self, "_handle", None), None
         if h and CTX.alive:
+            if not self.device.host_memory:
+                self.device.queue.sync()  # calls that use it must be done
             lib.lk_weights_destroy(h)
 
     def __repr__(self):

@@ -173,3 +173,19 @@ def test_queues_and_threads():
     assert seen[0] is not d.queue            # one default queue per thread
     q = d.new_queue(num_threads=1)
     q.sync()
+
+
+def test_jax_round_trip(rng):
+    jax = pytest.importorskip("jax", reason="JAX is not installed")
+    jnp = jax.numpy
+    a = rng.standard_normal((3, 8)).astype(np.float32)
+    x = jnp.asarray(a)
+    y = lockstep.rmsnorm(x)
+    assert_same_bits(y, lockstep.rmsnorm(a))
+    j = jnp.from_dlpack(y)
+    assert j.unsafe_buffer_pointer() == y.data_ptr   # no copy
+    yb = lockstep.rmsnorm(x.astype(jnp.bfloat16))   # DLPack bfloat16 in
+    assert yb.dtype_name == "bf16"
+    jb = jnp.from_dlpack(yb)                         # and out
+    assert jb.dtype == jnp.bfloat16
+    assert_same_bits(np.asarray(jb).view(np.uint16), yb)
