@@ -16,6 +16,12 @@ command -v "$py" >/dev/null 2>&1 || skip "$py not found"
     2>/dev/null || skip "numpy >= 1.22 not installed"
 "$py" -c 'import pytest' 2>/dev/null || skip "pytest not installed"
 [ -f "$lib" ] || skip "no $lib (a static-only build?)"
+# A cross build's library (scripts/test-arm.sh) is for another machine
+# than this python: compare the ELF headers' e_machine.
+"$py" -c 'import sys
+m = lambda p: open(p, "rb").read(20)[18:20]
+sys.exit(m(sys.argv[1]) != m(sys.executable))' "$lib" 2>/dev/null ||
+    skip "liblockstep is built for another machine than $py (a cross build)"
 # An ASan build's library cannot be loaded into an uninstrumented python
 # (the ASan runtime must come first): the C tests cover that build.
 if command -v ldd >/dev/null 2>&1 && ldd "$lib" 2>/dev/null | grep -q 'libasan'; then
