@@ -13,8 +13,8 @@ from .errors import (LockstepError, NullPointerError, InvalidArgumentError,
                      UnsupportedError, RangeError, InvalidValueError,
                      NoDeviceError, OutOfMemoryError, DriverError,
                      AbiMismatchError, InternalError)
-from ._device import (Device, Queue, devices, device, auto_reason,
-                      set_default_device, default_device)
+from ._device import (Device, Queue, Graph, devices, device, auto_reason,
+                      set_default_device, default_device, drivers, topology)
 from ._tensor import Tensor, Typed, bf16, f16, t2, tensor, empty
 from .ops import *  # noqa: F401,F403 (the ops, named as in ops.h)
 from .ops import __all__ as _ops_all
@@ -42,7 +42,7 @@ __all__ = [
     "BadLeadingDimError", "SizeOverflowError", "BadDtypeError", "WrongDeviceError",
     "AliasingError", "UnsupportedError", "RangeError", "InvalidValueError",
     "NoDeviceError", "OutOfMemoryError", "DriverError", "AbiMismatchError",
-    "InternalError", "Device", "Queue", "devices", "device", "auto_reason",
+    "InternalError", "Device", "Queue", "Graph", "drivers", "topology", "devices", "device", "auto_reason",
     "set_default_device", "default_device", "Tensor", "Typed", "bf16", "f16",
     "t2", "tensor", "empty", "cross_check", "CrossCheck", "Mismatch",
 ] + list(_ops_all)

@@ -2,9 +2,11 @@
 
 import atexit
 import ctypes
+import contextlib
 import threading
+import weakref
 
-from ._lib import lib, LkDeviceProps, LkQueueOpts
+from ._lib import lib, LkDeviceProps, LkDriverInfo, LkQueueOpts, LkTopologyInfo
 from .errors import check
 
 KINDS = {1: "reference", 2: "cpu", 3: "gpu", 4: "other"}
@@ -20,6 +22,7 @@ class _Context:
         self.lock = threading.Lock()
         self.devices = {}   # lk_device address -> Device
         self.queues = []    # every Queue made, destroyed before the context
+        self.graphs = weakref.WeakSet()  # live Graphs, destroyed before their queues
 
     def get(self):
         if self.handle is None:
@@ -35,6 +38,8 @@ class _Context:
     def destroy(self):
         if not self.alive:
             return
+        for g in list(self.graphs):
+            g._destroy()
         self.alive = False
         for q in self.queues:
             q._destroy()
@@ -57,7 +62,31 @@ class Queue:
         check(lib.lk_queue_create(device._handle, ctypes.byref(opts), ctypes.byref(h)))
         self._handle = h.value
         self.device = device
+        self._capture = None
         CTX.queues.append(self)
+
+    @contextlib.contextmanager
+    def capture(self):
+        """Record the ops run on this queue inside the with block into a
+        Graph (nothing runs then; each op is validated as usual):
+
+            with dev.queue.capture() as g:
+                lockstep.rmsnorm(x, out=y, device=dev)
+            g.launch()     # runs them with the buffers' current contents
+
+        The graph keeps every argument alive; change contents between
+        launches, never shapes."""
+        check(lib.lk_queue_capture_begin(self._handle))
+        g = Graph(self)
+        self._capture = g
+        try:
+            yield g
+        finally:
+            self._capture = None
+            h = ctypes.c_void_p()
+            st = lib.lk_queue_capture_end(self._handle, ctypes.byref(h))
+            g._handle = h.value if st == 0 else None
+        check(st)
 
     def sync(self):
         """Wait for the queue's work (a no-op on host-memory devices); an
@@ -71,6 +100,47 @@ class Queue:
 
     def __repr__(self):
         return f"<lockstep.Queue on {self.device.name}>"
+
+
+class Graph:
+    """Ops captured on a queue (Queue.capture), launched as many times as
+    wanted: the same kernels with the same arguments, the same bits."""
+
+    def __init__(self, queue):
+        self.queue = queue
+        self._handle = None
+        self._keep = []   # the captured calls' arguments
+        CTX.graphs.add(self)
+
+    def launch(self, queue=None):
+        """Run the graph on queue (default: the one it was captured on; any
+        queue of the same device)."""
+        q = queue or self.queue
+        check(lib.lk_graph_launch(self._handle, q._handle))
+
+    @property
+    def ops(self):
+        n = ctypes.c_int64()
+        check(lib.lk_graph_info(self._handle, None, ctypes.byref(n)))
+        return n.value
+
+    @property
+    def native(self):
+        """True for a native graph (a CUDA graph), False for the core's
+        recording."""
+        nat = ctypes.c_int()
+        check(lib.lk_graph_info(self._handle, ctypes.byref(nat), None))
+        return bool(nat.value)
+
+    def _destroy(self):
+        h, self._handle = self._handle, None
+        if h and CTX.alive:
+            self.queue.sync()
+            lib.lk_graph_destroy(h)
+        self._keep = []
+
+    def __del__(self):
+        self._destroy()
 
 
 class Device:
@@ -153,6 +223,30 @@ def device(name="auto"):
     h = ctypes.c_void_p()
     check(lib.lk_device_find(ctx, str(name).encode(), ctypes.byref(h)))
     return _wrap(h.value)
+
+
+def drivers():
+    """Every driver the context tried, in order: dicts with name, path
+    ("" when built in), builtin, status (an LK_ status name), device_count
+    and message (why a module was refused)."""
+    ctx = CTX.get()
+    out = []
+    for i in range(lib.lk_context_driver_count(ctx)):
+        d = LkDriverInfo()
+        check(lib.lk_context_driver_info(ctx, i, ctypes.byref(d)))
+        out.append({"name": d.name.decode(), "path": d.path.decode(),
+                    "builtin": bool(d.builtin),
+                    "status": lib.lk_status_string(d.status).decode(),
+                    "device_count": d.device_count, "message": d.message.decode()})
+    return out
+
+
+def topology():
+    """The machine as the library sees it: a dict of lk_topology_info."""
+    t = LkTopologyInfo()
+    check(lib.lk_context_topology(CTX.get(), ctypes.byref(t)))
+    return {name: (getattr(t, name).decode() if name == "source" else getattr(t, name))
+            for name, _ in LkTopologyInfo._fields_}
 
 
 def auto_reason():

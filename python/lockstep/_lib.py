@@ -110,6 +110,33 @@ class LkQueueOpts(ctypes.Structure):
     _fields_ = [("num_threads", ctypes.c_int), ("native_stream", ctypes.c_void_p)]
 
 
+class LkDriverInfo(ctypes.Structure):
+    """struct lk_driver_info (include/lockstep/info.h)."""
+    _fields_ = [
+        ("name", ctypes.c_char * 32),
+        ("path", ctypes.c_char * 1024),
+        ("builtin", ctypes.c_int),
+        ("status", ctypes.c_int),
+        ("device_count", ctypes.c_int),
+        ("message", ctypes.c_char * 512),
+    ]
+
+
+class LkTopologyInfo(ctypes.Structure):
+    """struct lk_topology_info (include/lockstep/info.h)."""
+    _fields_ = [
+        ("hwloc", ctypes.c_int),
+        ("cores", ctypes.c_int),
+        ("pus", ctypes.c_int),
+        ("numa_nodes", ctypes.c_int),
+        ("thread_numa_node", ctypes.c_int),
+        ("l1d_bytes", ctypes.c_uint64),
+        ("l2_bytes", ctypes.c_uint64),
+        ("l3_bytes", ctypes.c_uint64),
+        ("source", ctypes.c_char * 64),
+    ]
+
+
 T = ctypes.POINTER(LkTensor)
 P = ctypes.c_void_p  # opaque handles: context, device, queue, weights
 PP = ctypes.POINTER(ctypes.c_void_p)
@@ -140,6 +167,15 @@ _PROTOS = {
     "lk_malloc": (c_status, [P, ctypes.c_size_t, PP]),
     "lk_free": (c_status, [P, P]),
     "lk_memcpy": (c_status, [P, P, P, ctypes.c_size_t, I]),
+    "lk_context_driver_count": (I, [P]),
+    "lk_context_driver_info": (c_status, [P, I, ctypes.POINTER(LkDriverInfo)]),
+    "lk_context_topology": (c_status, [P, ctypes.POINTER(LkTopologyInfo)]),
+    "lk_queue_capture_begin": (c_status, [P]),
+    "lk_queue_capture_end": (c_status, [P, PP]),
+    "lk_queue_capturing": (I, [P]),
+    "lk_graph_launch": (c_status, [P, P]),
+    "lk_graph_info": (c_status, [P, ctypes.POINTER(I), ctypes.POINTER(I64)]),
+    "lk_graph_destroy": (None, [P]),
     "lk_gemm": (c_status, [P, I, I, T, T, T, T, I64, U]),
     "lk_reduce": (c_status, [P, I, T, T]),
     "lk_rmsnorm": (c_status, [P, T, T, F, T]),

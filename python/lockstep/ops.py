@@ -43,6 +43,7 @@ class _Call:
     def __init__(self, device):
         self.device_arg = device
         self.views = []
+        self.outs = []
 
     def arg(self, obj, what, mode="rows", optional=False):
         if obj is None:
@@ -64,6 +65,7 @@ class _Call:
             t = Tensor(shape, dtype, self.dev)
             v = view(t, what, mode)
             v.keep = t
+            self.outs.append(v)
             return t, v
         v = view(obj, what, mode, writable=True)
         self.views.append(v)
@@ -72,6 +74,12 @@ class _Call:
 
     def run(self, fn, *args):
         check(fn(self.q._handle, *args))
+        g = self.q._capture
+        if g is not None:
+            # a captured call reads its arguments at every launch
+            g._keep.extend(v.keep for v in self.views)
+            g._keep.extend(v.keep for v in self.outs)
+            return
         if not self.dev.host_memory and any(not isinstance(v.keep, Tensor)
                                             for v in self.views):
             # foreign memory is released when this call returns

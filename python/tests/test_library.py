@@ -96,3 +96,35 @@ def test_missing_library_names_what_to_install(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert p.returncode != 0
     assert "apt install liblockstep0" in p.stderr and "make install" in p.stderr
+
+
+def test_drivers_and_topology():
+    ds = lockstep.drivers()
+    names = [d["name"] for d in ds]
+    assert "ref" in names and "cpu" in names
+    ref = ds[names.index("ref")]
+    assert ref["builtin"] and ref["status"] == "LK_OK" and ref["device_count"] >= 1
+    topo = lockstep.topology()
+    assert topo["cores"] >= 1 and topo["pus"] >= topo["cores"] and topo["source"]
+
+
+def test_graph_capture_and_launch(rng):
+    dev = lockstep.device("cpu")
+    x = rng.standard_normal((3, 16)).astype(np.float32)
+    y = np.zeros_like(x)
+    with dev.queue.capture() as g:
+        lockstep.rmsnorm(x, out=y, device=dev)
+        s = lockstep.softmax(y, device=dev)   # a new Tensor, written at launch
+    assert not y.any()                        # nothing ran while capturing
+    assert g.ops == 2 and g.native is False
+    for _ in range(2):
+        x[:] = rng.standard_normal(x.shape)
+        g.launch()
+        want = lockstep.rmsnorm(x, device="ref")
+        assert (y.view(np.uint32) == want.numpy().view(np.uint32)).all()
+        assert (s.numpy().view(np.uint32) ==
+                lockstep.softmax(want, device="ref").numpy().view(np.uint32)).all()
+    with pytest.raises(lockstep.BadShapeError):   # validated at capture
+        with dev.queue.capture():
+            lockstep.rmsnorm(x, out=np.zeros((2, 16), np.float32), device=dev)
+    assert not lockstep._lib.lk_queue_capturing(dev.queue._handle)
