@@ -137,6 +137,36 @@ class LkTopologyInfo(ctypes.Structure):
     ]
 
 
+class LkBitnetConfig(ctypes.Structure):
+    """struct lk_bitnet_config (include/lockstep/bitnet.h)."""
+    _fields_ = [
+        ("dim", ctypes.c_int64),
+        ("n_head", ctypes.c_int64),
+        ("n_kv", ctypes.c_int64),
+        ("head_dim", ctypes.c_int64),
+        ("ffn", ctypes.c_int64),
+        ("eps", ctypes.c_float),
+        ("theta", ctypes.c_float),
+        ("attn_scale", ctypes.c_float),
+        ("rope_flags", ctypes.c_uint),
+    ]
+
+
+class LkBitnetLayer(ctypes.Structure):
+    """struct lk_bitnet_layer (include/lockstep/bitnet.h)."""
+    _fields_ = [
+        ("qkv", ctypes.c_void_p),
+        ("o", ctypes.c_void_p),
+        ("gate_up", ctypes.c_void_p),
+        ("down", ctypes.c_void_p),
+        ("attn_norm", ctypes.POINTER(LkTensor)),
+        ("attn_sub_norm", ctypes.POINTER(LkTensor)),
+        ("ffn_norm", ctypes.POINTER(LkTensor)),
+        ("ffn_sub_norm", ctypes.POINTER(LkTensor)),
+        ("kv", ctypes.POINTER(LkTensor)),
+    ]
+
+
 T = ctypes.POINTER(LkTensor)
 P = ctypes.c_void_p  # opaque handles: context, device, queue, weights
 PP = ctypes.POINTER(ctypes.c_void_p)
@@ -176,6 +206,10 @@ _PROTOS = {
     "lk_graph_launch": (c_status, [P, P]),
     "lk_graph_info": (c_status, [P, ctypes.POINTER(I), ctypes.POINTER(I64)]),
     "lk_graph_destroy": (None, [P]),
+    "lk_bitnet_decode_scratch": (ctypes.c_size_t, [ctypes.POINTER(LkBitnetConfig), I64]),
+    "lk_bitnet_decode": (c_status, [P, ctypes.POINTER(LkBitnetConfig),
+                                    ctypes.POINTER(LkBitnetLayer), I64, T, T, I64, P,
+                                    ctypes.c_size_t]),
     "lk_gemm": (c_status, [P, I, I, T, T, T, T, I64, U]),
     "lk_reduce": (c_status, [P, I, T, T]),
     "lk_rmsnorm": (c_status, [P, T, T, F, T]),

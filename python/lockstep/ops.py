@@ -10,10 +10,11 @@ op runs where its Tensor arguments live, on cuda:N for CUDA inputs, or on
 the default host device.  Failures raise lockstep.LockstepError
 subclasses with lk_last_error()'s text."""
 
+import builtins
 import ctypes
 import math
 
-from ._lib import lib
+from ._lib import LkBitnetConfig, LkBitnetLayer, lib
 from ._tensor import (BF16, F16, F32, FLOATS, I8, I32, I64, T2, Tensor,
                       dtype_code, resolve_device, view)
 from .errors import BadDtypeError, InvalidArgumentError, check
@@ -26,6 +27,7 @@ __all__ = [
     "rmsnorm_quantize", "quantize_ternary", "ternary_pack", "ternary_unpack",
     "ternary_gemm", "int8_gemm", "rope", "attention", "embedding", "set_rows",
     "Weights", "linear", "ternary_linear", "rmsnorm_ternary_linear",
+    "BitnetConfig", "BitnetLayer", "bitnet_decode", "bitnet_scratch",
 ]
 
 _NULL = None
@@ -562,3 +564,77 @@ def rmsnorm_ternary_linear(x, norm_weight, weights, *, eps=1e-6, out=None, xq=No
     c.run(lib.lk_rmsnorm_ternary_linear, _ref(vx.lk), _p(vw), float(eps), _ref(vq.lk),
           _ref(vs.lk), weights._handle, _ref(vy.lk), 1 if accumulate else 0)
     return res, rq, rs
+
+
+# --------------------------------------------------------- BitNet decode
+
+class BitnetConfig:
+    """lk_bitnet_config: dim, n_head, n_kv, head_dim, ffn, eps, theta,
+    attn_scale (default 1/sqrt(head_dim) in double, rounded to f32 once),
+    interleaved (RoPE pairs; default NeoX)."""
+
+    def __init__(self, dim, n_head, n_kv, head_dim, ffn, eps=1e-5, theta=500000.0,
+                 attn_scale=None, interleaved=False):
+        self.dim, self.n_head, self.n_kv = dim, n_head, n_kv
+        self.head_dim, self.ffn, self.eps, self.theta = head_dim, ffn, eps, theta
+        self.attn_scale = 1.0 / math.sqrt(head_dim) if attn_scale is None else attn_scale
+        self.interleaved = interleaved
+
+    def _c(self):
+        return LkBitnetConfig(self.dim, self.n_head, self.n_kv, self.head_dim, self.ffn,
+                              self.eps, self.theta, self.attn_scale,
+                              1 if self.interleaved else 0)
+
+
+class BitnetLayer:
+    """One layer for bitnet_decode: qkv, o, gate_up, down (t2 Weights
+    prepared on the device), the f32 norm weights attn_norm,
+    attn_sub_norm, ffn_norm, ffn_sub_norm (None for none) and kv, the f32
+    cache (B * ctx rows x 2 * n_kv * head_dim, updated in place)."""
+
+    def __init__(self, qkv, o, gate_up, down, kv, attn_norm=None, attn_sub_norm=None,
+                 ffn_norm=None, ffn_sub_norm=None):
+        self.qkv, self.o, self.gate_up, self.down, self.kv = qkv, o, gate_up, down, kv
+        self.attn_norm, self.attn_sub_norm = attn_norm, attn_sub_norm
+        self.ffn_norm, self.ffn_sub_norm = ffn_norm, ffn_sub_norm
+
+
+def bitnet_scratch(config, batch, *, device=None):
+    """A scratch Tensor for bitnet_decode of batch sequences (reuse it)."""
+    c = _Call(device)
+    c.place()
+    n = lib.lk_bitnet_decode_scratch(_ref(config._c()), int(batch))
+    if n == 0:
+        raise InvalidArgumentError(2, "bitnet_scratch: a bad configuration")
+    return Tensor((n,), I8, c.dev)
+
+
+def bitnet_decode(x, pos, layers, *, config, ctx, scratch=None, device=None):
+    """One decode step of a BitNet b1.58 model's layers in one call (the
+    bits of the eight ops per layer): x f32 B x dim, updated in place and
+    returned; pos i32, one position per sequence in [0, ctx); layers a
+    list of BitnetLayer; ctx the cache rows per sequence."""
+    c = _Call(device)
+    vx = c.arg(x, "x")
+    vp = c.arg(pos, "pos", "column")
+    keep = []
+    for i, L in enumerate(layers):
+        for w in (L.qkv, L.o, L.gate_up, L.down):
+            if not isinstance(w, Weights):
+                raise TypeError(f"bitnet_decode: layers[{i}]: weights must be lockstep.Weights")
+        keep.append([c.arg(getattr(L, n), f"layers[{i}].{n}", optional=True)
+                     for n in ("attn_norm", "attn_sub_norm", "ffn_norm", "ffn_sub_norm", "kv")])
+    c.place()
+    arr = (LkBitnetLayer * builtins.max(len(layers), 1))()
+    for i, (L, vs) in enumerate(zip(layers, keep)):
+        arr[i] = LkBitnetLayer(L.qkv._handle, L.o._handle, L.gate_up._handle, L.down._handle,
+                               *[None if v is None else ctypes.pointer(v.lk) for v in vs])
+    if scratch is None:
+        scratch = bitnet_scratch(config, vx.lk.rows, device=c.dev)
+    vs = c.arg(scratch, "scratch", "column")
+    if vs.dtype != I8 or vs.lk.ld != 1:
+        raise BadDtypeError(6, "bitnet_decode: scratch: a contiguous i8 buffer (bitnet_scratch)")
+    nbytes = vs.lk.rows
+    c.run(lib.lk_bitnet_decode, _ref(config._c()), arr, len(layers), _ref(vx.lk), _ref(vp.lk),
+          int(ctx), vs.lk.data, nbytes)
+    return x

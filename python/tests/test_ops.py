@@ -244,3 +244,67 @@ def test_cross_check(rng):
     assert (dev, out, i, idx) == ("cpu", 0, 2 * 100 + 5, (2, 5))
     with pytest.raises(lockstep.Mismatch, match="element 205"):
         r.check()
+
+
+def _bitnet_by_ops(x, pos, layers, w, cfg, ctx, device):
+    """The eight ops a layer that lk_bitnet_decode is defined as."""
+    qd, kvd = cfg.n_head * cfg.head_dim, cfg.n_kv * cfg.head_dim
+    B = x.shape[0]
+    for L, W in zip(layers, w):
+        qkv = lockstep.rmsnorm_ternary_linear(x, L.attn_norm, W["qkv"], eps=cfg.eps,
+                                              device=device)[0].numpy()
+        lockstep.rope(qkv[:, :qd + kvd], pos, head_dim=cfg.head_dim, theta=cfg.theta,
+                      out=qkv[:, :qd + kvd], device=device)
+        rows = (np.arange(B) * ctx + pos).astype(np.int32)
+        lockstep.set_rows(qkv[:, qd:], rows, L.kv, device=device)
+        cache = L.kv.reshape(B, ctx, 2 * kvd)
+        att = lockstep.attention(qkv[:, :qd].reshape(B, 1, qd), cache[:, :, :kvd],
+                                 cache[:, :, kvd:], pos.reshape(B, 1), n_head=cfg.n_head,
+                                 n_kv=cfg.n_kv, scale=cfg.attn_scale, device=device)
+        lockstep.rmsnorm_ternary_linear(att.numpy().reshape(B, qd), L.attn_sub_norm, W["o"],
+                                        eps=cfg.eps, out=x, accumulate=True, device=device)
+        gu = lockstep.rmsnorm_ternary_linear(x, L.ffn_norm, W["gate_up"], eps=cfg.eps,
+                                             device=device)[0].numpy()
+        g = lockstep.glu(gu[:, :cfg.ffn], gu[:, cfg.ffn:], "relu2", device=device)
+        lockstep.rmsnorm_ternary_linear(g, L.ffn_sub_norm, W["down"], eps=cfg.eps, out=x,
+                                        accumulate=True, device=device)
+    return x
+
+
+def test_bitnet_decode_is_the_composition(rng):
+    cfg = lockstep.BitnetConfig(dim=16, n_head=4, n_kv=2, head_dim=4, ffn=24, eps=1e-5,
+                                theta=10000.0)
+    qd, kvd, B, ctx = 16, 8, 2, 5
+    shapes = {"qkv": (qd + 2 * kvd, 16), "o": (16, qd), "gate_up": (48, 16), "down": (16, 24)}
+    for d in DEVICES:
+        r = np.random.default_rng(7)   # the same model on every device
+        w, layers_a, layers_b = [], [], []
+        for _ in range(2):
+            W = {}
+            for name, shp in shapes.items():
+                wq, ws = lockstep.quantize_ternary(f32(r, *shp), device=d)
+                W[name] = lockstep.Weights(wq, ws, device=d)
+            w.append(W)
+            norms = [f32(r, n) for n in (16, qd, 16, 24)]
+            kv = f32(r, B * ctx, 2 * kvd)
+            for out in (layers_a, layers_b):
+                out.append(lockstep.BitnetLayer(W["qkv"], W["o"], W["gate_up"], W["down"],
+                                                kv.copy(), *norms))
+        x = f32(r, B, 16)
+        pos = np.array([3, 1], np.int32)
+        xa = x.copy()
+        assert lockstep.bitnet_decode(xa, pos, layers_a, config=cfg, ctx=ctx, device=d) is xa
+        xb = _bitnet_by_ops(x.copy(), pos, layers_b, w, cfg, ctx, d)
+        assert_same_bits(xa, xb)
+        for la, lb in zip(layers_a, layers_b):
+            assert_same_bits(la.kv, lb.kv)
+        if d == "ref":
+            first = xa
+        else:
+            assert_same_bits(xa, first)
+    same = x.copy()
+    lockstep.bitnet_decode(same, pos, [], config=cfg, ctx=ctx)   # no layers: nothing
+    assert_same_bits(same, x)
+    with pytest.raises(lockstep.RangeError):
+        lockstep.bitnet_decode(x, np.array([5, 0], np.int32), layers_a, config=cfg, ctx=ctx,
+                               device=DEVICES[-1])
