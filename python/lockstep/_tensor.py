@@ -498,9 +498,15 @@ class Tensor:
         bf16 as uint16 bits, t2 as its packed bytes."""
         import numpy
         h = self.to_host()
-        if h.dtype == BF16:
-            return numpy.from_dlpack(h.bits())
-        return numpy.from_dlpack(h)
+        a = numpy.from_dlpack(h.bits() if h.dtype == BF16 else h)
+        if not a.flags.writeable:
+            # numpy < 2 marks every DLPack import read-only; this memory is
+            # ours to hand out writable: the same bytes through a ctypes
+            # array that keeps the tensor alive
+            buf = (ctypes.c_uint8 * h.nbytes).from_address(h._ptr)
+            buf._owner = h
+            a = numpy.frombuffer(buf, dtype=a.dtype).reshape(a.shape)
+        return a
 
 
 class _Bits:

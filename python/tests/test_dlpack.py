@@ -18,6 +18,9 @@ def test_result_to_numpy_without_copy(rng):
     assert a.ctypes.data == t.data_ptr          # the same memory
     assert t.data_ptr % 64 == 0
     assert_same_bits(a, t.numpy())
+    n = t.numpy()                                   # writable, the same memory
+    n[0, 0] = 42
+    assert n.ctypes.data == t.data_ptr and np.from_dlpack(t)[0, 0] == 42
 
 
 def test_result_outlives_tensor_until_consumer_frees():
