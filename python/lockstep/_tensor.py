@@ -287,6 +287,20 @@ class _ArrayInterface:
 _cudart = []
 
 
+def _cuda_runtime():
+    """The CUDA runtime library (loaded once), or None without one."""
+    if not _cudart:
+        for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
+            try:
+                _cudart.append(ctypes.CDLL(name))
+                break
+            except OSError:
+                continue
+        else:
+            _cudart.append(None)
+    return _cudart[0]
+
+
 def _import_stream(obj):
     """The stream= to give a producer: None for host memory.  For CUDA
     memory the producer orders its work before the legacy default stream
@@ -311,12 +325,7 @@ class _CudaLegacy(int):
         return self
 
     def wait(self):
-        if not _cudart:
-            try:
-                _cudart.append(ctypes.CDLL("libcudart.so"))
-            except OSError:
-                _cudart.append(None)
-        rt = _cudart[0]
+        rt = _cuda_runtime()
         if rt is None:
             return
         cur = ctypes.c_int(0)
@@ -362,14 +371,11 @@ def _cuda_ordinal(dev):
     """The CUDA ordinal of a GPU device, for __dlpack_device__: found
     through its PCI bus id with the CUDA runtime when it can be loaded,
     else the number in its name."""
-    try:
-        rt = ctypes.CDLL("libcudart.so")
-        n = ctypes.c_int(-1)
-        if dev.pci_bus_id and rt.cudaDeviceGetByPCIBusId(
-                ctypes.byref(n), dev.pci_bus_id.encode()) == 0:
-            return n.value
-    except OSError:
-        pass
+    rt = _cuda_runtime()
+    n = ctypes.c_int(-1)
+    if rt is not None and dev.pci_bus_id and rt.cudaDeviceGetByPCIBusId(
+            ctypes.byref(n), dev.pci_bus_id.encode()) == 0:
+        return n.value
     tail = dev.name.rsplit(":", 1)[-1]
     return int(tail) if tail.isdigit() else 0
 

@@ -15,7 +15,7 @@ import ctypes
 import math
 
 from ._lib import LkBitnetConfig, LkBitnetLayer, lib
-from ._tensor import (BF16, F16, F32, FLOATS, I8, I32, I64, T2, Tensor,
+from ._tensor import (F32, FLOATS, I8, I32, I64, T2, Tensor,
                       dtype_code, resolve_device, view)
 from .errors import BadDtypeError, InvalidArgumentError, check
 
