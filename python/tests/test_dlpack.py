@@ -192,3 +192,31 @@ def test_jax_round_trip(rng):
     jb = jnp.from_dlpack(yb)                         # and out
     assert jb.dtype == jnp.bfloat16
     assert_same_bits(np.asarray(jb).view(np.uint16), yb)
+
+
+class _FakeCuda:
+    """A producer that says its memory is CUDA device 0 (host memory in
+    truth: nothing may read it), recording what it was asked."""
+
+    def __init__(self, a):
+        self.a = a
+        self.asked = []
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+    def __dlpack__(self, *, stream=None, max_version=None, **kw):
+        from lockstep import _dlpack
+        self.asked.append(stream)
+        return _dlpack.export(self, self.a.ctypes.data, (2, 0), (2, 32), self.a.shape,
+                              [s // 4 for s in self.a.strides], max_version is not None)
+
+
+def test_cuda_producer_protocol_without_a_gpu():
+    fake = _FakeCuda(np.ones((2, 3), np.float32))
+    with pytest.raises(lockstep.WrongDeviceError, match="DLPack device"):
+        lockstep.relu(fake, device="ref")     # host devices refuse GPU memory
+    assert fake.asked == [1]                  # DLPack's legacy default stream
+    if "cuda:0" not in lockstep.devices():
+        with pytest.raises(lockstep.NoDeviceError):
+            lockstep.relu(fake)               # CUDA memory picks cuda:0
