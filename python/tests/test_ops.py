@@ -308,3 +308,25 @@ def test_bitnet_decode_is_the_composition(rng):
     with pytest.raises(lockstep.RangeError):
         lockstep.bitnet_decode(x, np.array([5, 0], np.int32), layers_a, config=cfg, ctx=ctx,
                                device=DEVICES[-1])
+
+
+def test_threads_get_the_same_bits(rng):
+    import threading
+    x = f32(rng, 32, 200)
+    want = lockstep.softmax(x, device="ref")
+    got, errors = [], []
+
+    def work():
+        try:
+            for _ in range(5):
+                got.append(lockstep.softmax(x, device="cpu"))   # each thread its own queue
+        except Exception as e:  # reported below, not lost in the thread
+            errors.append(e)
+    ts = [threading.Thread(target=work) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors and len(got) == 20
+    for g in got:
+        assert_same_bits(g, want)
