@@ -991,12 +991,21 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
         S.kn[tid] = r1 - r0;
         S.szk[tid] = (uint32_t)bn_round((r1 - r0) * K.pitch, 128);
     }
+    /* The profile's switch, before the __syncthreads below: bn_mark tests
+     * it in thread 0 alone, but the compiler loads it in every thread (a
+     * shared load is safe to speculate; bn_slab's first mark shares one
+     * 8-byte load with S.szk[0]), so written after that barrier it raced
+     * with the first phase's reads in the other compute threads, a race
+     * racecheck reports (docs/internals/bitnet-decode-sync.md).  Nothing
+     * writes it again. */
+    if (tid == 0)
+        S.prof = ka.prof;
     /* every block checks the positions (a bad one can only come inside a
      * captured graph; the core checks them otherwise): one outside
      * [0, ctx) stops every block before anything is written, and the
      * queue's record makes the next sync report it (set 3) */
     if (lk_index_first_bad(ka.pos, ka.ldp, NB, ka.ctx, 3, ka.rec) >= 0)
-        return; /* (its __syncthreads also made A and the mbarriers visible) */
+        return; /* (its __syncthreads also made A, S.prof and the mbarriers visible) */
 
     if (tid >= BN_THREADS) { /* the weight warp */
         if (tid == BN_THREADS)
@@ -1005,7 +1014,6 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
     }
     int freed_loads = 0; /* the weight loads the compute side is done with (thread 0) */
     if (tid == 0) {
-        S.prof = a.prof;
         for (int k = 0; k < BN_PB; k++)
             S.tp[k] = 0;
         S.tmark = S.cyc0 = a.prof ? clock64() : 0;
