@@ -3,3 +3,4 @@ EXTRA_DIST += docs/formats.md
 EXTRA_DIST += docs/api.md docs/drivers.md
 EXTRA_DIST += docs/demo.md
 include docs/bench/local.mk
+EXTRA_DIST += docs/internals/bitnet-decode-sync.md
