@@ -238,8 +238,8 @@ __device__ __forceinline__ void bn_sync() { asm volatile("bar.sync 1, %0;" ::"n"
  * the reads before the copies as well, but racecheck does not take an
  * mbarrier's arrival and wait as an order between a thread's reads and a
  * bulk copy's writes (it reported a plain bulk copy's reuse of a ring
- * slot in tc_wgmma.cu as a race); a named barrier is an order it tracks,
- * so the tool checks this one instead of the argument here.  A free's
+ * slot in tc_wgmma.cu as a race); a named barrier is the kind of order
+ * it checks, so the tool can check this one instead of the argument here.  A free's
  * barrier is not arrived at again before the weight warp has synced at
  * it: the compute side frees load f + BN_SLOTS only after reading it, and
  * the weight warp copies that load only after taking free f (bn_producer's
