@@ -11,3 +11,4 @@ EXTRA_DIST += docs/internals
 EXTRA_DIST += NEWS HACKING.md
 dist_man_MANS = docs/lockstep.1
 include docs/bench/local.mk
+EXTRA_DIST += docs/internals/bitnet-decode-sync.md

@@ -10,9 +10,13 @@
 #               --disable-dependency-tracking, make
 #   check       make check (the contract test runs cuda:0 against ref)
 #   lockcheck   lockstep check (every op on every device, bits compared)
-#   memcheck    compute-sanitizer --tool memcheck on tests/test_cuda (API errors
-#               not reported: the test provokes cudaMalloc out-of-memory on purpose)
-#   racecheck   compute-sanitizer --tool racecheck on tests/test_cuda
+#   memcheck    compute-sanitizer --tool memcheck on every test that runs on
+#               the GPU (SANITIZE_TESTS), LOCKSTEP_CUDA_TEST_SMALL=1; fails on
+#               any error or a test's failure (API errors not reported:
+#               test_cuda provokes cudaMalloc out-of-memory on purpose)
+#   racecheck   the same with --tool racecheck; fails on any hazard, error or
+#               warning.  Each test's log goes to $OUT/TOOL/, its verdict,
+#               seconds and summary line to $OUT/TOOL.log
 #   bench       backends/cuda/lockstep-cuda-bench, then PyTorch's figures
 #               for the same work when python3 has torch
 #   tcbench     backends/cuda/lockstep-tc-bench (tensor-core tier vs cuBLAS)
@@ -48,9 +52,16 @@
 #               (the tool slows a wgmma pipeline wait past its 4 s trap)
 #   BENCH_ARGS  extra arguments for the benchmark (e.g. --quick)
 #   LOCKCHECK_ARGS  extra arguments for lockstep check (e.g. --full)
-#   TIMEOUT     seconds per sanitizer run (default 270)
-#   SANITIZE_TESTS  the tests memcheck and racecheck run (default tests/test_cuda;
-#               tests/test_tc_ternary takes LOCKSTEP_TC_TEST_ONLY=prepared etc.)
+#   TIMEOUT     seconds per benchmark or demo run (default 270)
+#   SANITIZE_TESTS  the tests memcheck and racecheck run, in order (default:
+#               every test that runs on a CUDA device, $SANITIZE_ALL below);
+#               TEST:PART runs PART of it (LOCKSTEP_TC_TEST_ONLY=PART:
+#               tests/test_tc_ternary:prepared)
+#   SANITIZE_BUDGET  seconds a memcheck or racecheck stage may take (default
+#               540): the tests it leaves are listed as not run and fail the
+#               stage; run them in another call with SANITIZE_TESTS
+#   SANITIZE_TIMEOUT  seconds per test under the sanitizer (default 540,
+#               within the budget)
 #
 # The summary table is printed last; the exit status is the number of
 # failed stages.
@@ -181,31 +192,82 @@ stage_lockcheck() {
   fi
 }
 
-sanitize() { # TOOL
+# Every test that runs on a CUDA device, the fused decode kernel's and the
+# quick ones first; tests/test_tc_ternary in its four parts (the whole of it
+# takes minutes under a sanitizer).
+SANITIZE_ALL="tests/test_bitnet tests/test_cuda tests/test_stream tests/test_graph
+  tests/test_demo tests/test_glu tests/test_rmsnorm_quantize tests/test_norm_linear
+  tests/test_softmax tests/test_model_ops tests/test_weights tests/test_api tests/test_hostile
+  tests/test_invariance tests/test_tc tests/test_tc_ternary:ops tests/test_tc_ternary:extremes
+  tests/test_tc_ternary:scales tests/test_tc_ternary:prepared tests/test_contract"
+
+sanitize() { # TOOL (memcheck or racecheck)
   t0=$(now)
+  tool=$1
   if test -z "$SANITIZER"; then
-    record "$1" SKIP 0 "compute-sanitizer not found"
+    record "$tool" SKIP 0 "compute-sanitizer not found"
     return
   fi
-  : > "$OUT/$1.log"
-  st=0
-  # shellcheck disable=SC2086 # SANITIZE_TESTS is a list of words
-  for t in ${SANITIZE_TESTS:-tests/test_cuda}; do
-    ( cd "$B" && LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" LOCKSTEP_CUDA_TEST_SMALL=1 \
-        timeout "$TIMEOUT" ./libtool --mode=execute \
-        "$SANITIZER" --tool "$1" --report-api-errors no --error-exitcode 99 --print-limit 20 "$t" ) \
-        >> "$OUT/$1.log" 2>&1
-    s=$?
-    test $st -eq 0 && st=$s
-  done
-  errs=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/$1.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')
-  notok=$(grep -c "^not ok" "$OUT/$1.log")
-  tests=${SANITIZE_TESTS:-tests/test_cuda}
-  case $st in
-    0) record "$1" ok $(($(now) - t0)) "${errs:-no summary} not ok: $notok ($tests)" ;;
-    124) record "$1" FAIL $(($(now) - t0)) "timed out after ${TIMEOUT}s" ;;
-    *) record "$1" FAIL $(($(now) - t0)) "exit $st; ${errs:-no summary} not ok: $notok" ;;
+  # the line a clean run prints ("SUMMARY: 10 ..." does not match it); a
+  # summary line with any count other than 0 (warnings too) fails the test
+  case $tool in
+    racecheck) clean='RACECHECK SUMMARY: 0 hazards' ;;
+    *) clean='ERROR SUMMARY: 0 errors' ;;
   esac
+  budget=${SANITIZE_BUDGET:-540}
+  rm -rf "${OUT:?}/$tool"
+  mkdir -p "$OUT/$tool"
+  printf '%-34s %-18s %6s  %s\n' test verdict time "sanitizer summary" > "$OUT/$tool.log"
+  ntests=0 bad="" notrun=""
+  # shellcheck disable=SC2086 # SANITIZE_TESTS is a list of words
+  for spec in ${SANITIZE_TESTS:-$SANITIZE_ALL}; do
+    t=${spec%%:*} part=""
+    test "$t" = "$spec" || part=${spec#*:}
+    name=$(basename "$t")${part:+-$part}
+    left=$((budget - ($(now) - t0)))
+    if test "$left" -lt 10; then
+      notrun="$notrun $spec"
+      continue
+    fi
+    lim=${SANITIZE_TIMEOUT:-540}
+    test "$left" -lt "$lim" && lim=$left
+    ntests=$((ntests + 1))
+    log=$OUT/$tool/$name.log
+    s0=$(now)
+    if test -x "$B/$t"; then
+      ( cd "$B" && LOCKSTEP_DRIVER_PATH="$B/tests/drivers/.libs:$B/backends/cuda/.libs" \
+          LOCKSTEP_CUDA_TEST_SMALL=1 LOCKSTEP_TC_TEST_ONLY="$part" \
+          timeout "$lim" ./libtool --mode=execute "$SANITIZER" --tool "$tool" \
+          --report-api-errors no --error-exitcode 99 --print-limit "${SANITIZE_PRINT_LIMIT:-200}" \
+          "$t" ) > "$log" 2>&1
+      st=$?
+    else
+      echo "$B/$t: not built" > "$log"
+      st=127
+    fi
+    summary=$(grep -E "(ERROR|RACECHECK) SUMMARY" "$log" | sed 's/^=* *//' | tr '\n' ';' | sed 's/;$//')
+    notok=$(grep -c "^not ok" "$log")
+    if test $st -eq 124; then verdict="timed out (${lim}s)"
+    elif test $st -eq 127; then verdict="not built"
+    elif test $st -ne 0; then verdict="exit $st"
+    elif ! grep -q "$clean" "$log" || grep -E "(ERROR|RACECHECK) SUMMARY" "$log" | grep -q "[1-9]"
+    then verdict="not clean"
+    elif test "$notok" -ne 0; then verdict="$notok not ok"
+    else verdict=ok
+    fi
+    printf '%-34s %-18s %5ss  %s\n' "$spec" "$verdict" $(($(now) - s0)) "${summary:-no summary}" \
+        >> "$OUT/$tool.log"
+    test "$verdict" = ok || bad="$bad $spec"
+  done
+  cat "$OUT/$tool.log"
+  detail="$ntests tests run ($OUT/$tool.log)"
+  test -n "$bad" && detail="$detail; failed:$bad"
+  test -n "$notrun" && detail="$detail; not run (budget ${budget}s):$notrun"
+  if test -z "$bad" && test -z "$notrun"; then
+    record "$tool" ok $(($(now) - t0)) "$detail, every one clean"
+  else
+    record "$tool" FAIL $(($(now) - t0)) "$detail"
+  fi
 }
 
 stage_bench() {

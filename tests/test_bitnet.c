@@ -9,6 +9,8 @@
  *   those of lk_rmsnorm_ternary_linear, lk_rope, lk_set_rows, lk_attention
  *   and lk_glu called one by one on the same device (memcmp), and the
  *   reference device's;
+ * - the CUDA kernel's weight ring cut to one load group
+ *   (LOCKSTEP_CUDA_BITNET_RING=1), so that every load reuses its bytes;
  * - NaN, Inf and zero rows of x; batch invariance (a sequence alone gives
  *   its bits inside a batch of 4);
  * - argument errors: the right status, x and the caches untouched;
@@ -941,6 +943,24 @@ int main(void)
         hcase h;
         hcase_make(&h, &k, -1, 0);
         test_case(&t, &h, "[256 attention items]", sup);
+        hcase_free(&h);
+    }
+    /* the CUDA kernel's weight ring cut to its largest load group
+     * (LOCKSTEP_CUDA_BITNET_RING): each load reuses bytes of the ones
+     * before it, as the full ring does with a real model's layers, so that
+     * compute-sanitizer's racecheck sees the frees' order (it is never
+     * reused at these shapes otherwise); one sequence and four */
+    for (int64_t B = 1; B <= 4; B += 3) {
+        cfg k;
+        random_cfg(&k, 0); /* fused-kernel shapes */
+        k.L = MAXL, k.B = B, k.steps = 3;
+        hcase h;
+        hcase_make(&h, &k, -1, 0);
+        char label[48];
+        snprintf(label, sizeof label, "[weight ring of one load group, B %lld]", (long long)B);
+        setenv("LOCKSTEP_CUDA_BITNET_RING", "1", 1);
+        test_case(&t, &h, label, sup);
+        unsetenv("LOCKSTEP_CUDA_BITNET_RING");
         hcase_free(&h);
     }
     { /* NaN, Inf and zero rows */

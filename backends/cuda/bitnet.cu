@@ -24,7 +24,9 @@
  * bulk copies (cp.async.bulk on mbarriers), as far ahead as the ring
  * holds: the HBM traffic runs through the barriers and the small phases
  * instead of waiting for them, and issuing it is off the path of the 16
- * compute warps (which synchronise on named barrier 1).
+ * compute warps (which synchronise on named barrier 1 and hand the ring's
+ * room back on named barriers 2-9; every barrier and what it orders:
+ * docs/internals/bitnet-decode-sync.md).
  *
  * Where it stands (docs/bench.md, fifteenth to nineteenth rounds):
  * bit-exact; on an H100 a 30-layer step is one launch of about 31 us a
@@ -91,6 +93,7 @@ namespace {
 #define BN_MAX_CHUNKS 4  /* norm rows of up to 16384 */
 #define BN_MAX_LAYERS 32 /* per launch (arguments within 4 KB): BitNet-2B-4T's 30 in one */
 #define BN_SLOTS 8       /* weight loads in flight */
+#define BN_FREE_BAR 2    /* named barriers 2 .. 9: load i's room is free (bn_free_*) */
 #define BN_LOADS 5       /* per layer: qkv, o, gate, up, down */
 #define BN_MAX_ROWS 256  /* rows of one projection a block takes */
 #define BN_COPY_MAX 32768
@@ -227,6 +230,30 @@ __device__ __forceinline__ void bn_cp_row(float *dst, const float *src, int n)
  * its own and never takes part). */
 __device__ __forceinline__ void bn_sync() { asm volatile("bar.sync 1, %0;" ::"n"(BN_THREADS) : "memory"); }
 
+/* The ring's frees: load f's room goes back to the weight warp through
+ * named barrier BN_FREE_BAR + f % BN_SLOTS, which every compute thread
+ * arrives at (bar.arrive, no wait) after its last read of the load's
+ * codes, and the whole weight warp syncs at before it copies over them:
+ * 512 + 32 threads.  One thread's mbarrier arrival after bn_sync orders
+ * the reads before the copies as well, but racecheck does not take an
+ * mbarrier's arrival and wait as an order between a thread's reads and a
+ * bulk copy's writes (it reported a plain bulk copy's reuse of a ring
+ * slot in tc_wgmma.cu as a race); a named barrier is the kind of order
+ * it checks, so the tool can check this one instead of the argument here.  A free's
+ * barrier is not arrived at again before the weight warp has synced at
+ * it: the compute side frees load f + BN_SLOTS only after reading it, and
+ * the weight warp copies that load only after taking free f (bn_producer's
+ * slot rule).  Cost: a bar.arrive per warp and load (five a layer), and
+ * the weight warp waits in bar.sync instead of polling an mbarrier. */
+__device__ __forceinline__ void bn_free_arrive(int f)
+{
+    asm volatile("bar.arrive %0, %1;" ::"r"(BN_FREE_BAR + f % BN_SLOTS), "n"(BN_BLOCK) : "memory");
+}
+__device__ __forceinline__ void bn_free_wait(int f)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(BN_FREE_BAR + f % BN_SLOTS), "n"(BN_BLOCK) : "memory");
+}
+
 /* The grid barrier (thread 0 of each block, between bn_syncs): one
  * release-add to a count of arrivals that only grows during a launch
  * (zeroed before it), and a wait until it reaches the blocks times the
@@ -340,17 +367,19 @@ __device__ __forceinline__ void bn_scales(const bn_kargs &a, const bn_layer &L, 
     }
 }
 
-/* The weight warp (lane 0): every load of the launch in order, each as
- * soon as the ring has room for it.  The ring is a lap of a.ring bytes at
- * shared address `base`; head and tail count bytes over the launch
- * (bn_place).  Load i lands on the mbarrier full[i % BN_SLOTS]; the
- * compute side arrives on empty[i % BN_SLOTS] once it is done with it, and
+/* The weight warp (every lane: they all take part in the frees' named
+ * barriers; lane 0 issues the copies): every load of the launch in order,
+ * each as soon as the ring has room for it.  The ring is a lap of a.ring
+ * bytes at shared address `base`; head and tail count bytes over the
+ * launch (bn_place).  Load i lands on the mbarrier full[i % BN_SLOTS]; the
+ * compute side frees it (bn_free_arrive) once it is done with it, and
  * loads are freed in order.  Off the compute warps' path: issuing a
  * phase's copies took its thread 0 about 2 us, which every other warp
  * waited for at the phase's end. */
 __device__ __noinline__ void bn_producer(const bn_kargs &a, const bn_sm &S, uint32_t base,
-                                         uint32_t full, uint32_t empty)
+                                         uint32_t full)
 {
+    const bool lead = (threadIdx.x & 31) == 0;
     const uint32_t size = (uint32_t)a.ring;
     uint64_t head = 0, tail = 0, vend[BN_SLOTS];
     int freed = 0;
@@ -365,7 +394,7 @@ __device__ __noinline__ void bn_producer(const bn_kargs &a, const bn_sm &S, uint
                 tail = start; /* nothing live: the skipped end of the lap is free too */
             if (i - freed + nl <= BN_SLOTS && start + need - tail <= size)
                 break;
-            lk_mbar_wait(empty + 8 * (freed % BN_SLOTS), (unsigned)((freed / BN_SLOTS) & 1));
+            bn_free_wait(freed);
             tail = vend[freed % BN_SLOTS];
             freed++;
         }
@@ -377,41 +406,45 @@ __device__ __noinline__ void bn_producer(const bn_kargs &a, const bn_sm &S, uint
             const uint8_t *src = w + (size_t)(K.row0 + S.kr0[k]) * K.pitch;
             const uint32_t bytes = (uint32_t)S.kn[k] * K.pitch;
             const uint32_t dst = base + (uint32_t)(at % size), bar = full + 8 * slot;
-            lk_mbar_expect_tx(bar, bytes);
-            for (uint32_t o = 0; o < bytes; o += BN_COPY_MAX) {
-                const uint32_t n = bytes - o < BN_COPY_MAX ? bytes - o : BN_COPY_MAX;
-                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                             " [%0], [%1], %2, [%3];\n" ::"r"(dst + o),
-                             "l"(src + o), "r"(n), "r"(bar)
-                             : "memory");
+            if (lead) {
+                lk_mbar_expect_tx(bar, bytes);
+                for (uint32_t o = 0; o < bytes; o += BN_COPY_MAX) {
+                    const uint32_t n = bytes - o < BN_COPY_MAX ? bytes - o : BN_COPY_MAX;
+                    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                 " [%0], [%1], %2, [%3];\n" ::"r"(dst + o),
+                                 "l"(src + o), "r"(n), "r"(bar)
+                                 : "memory");
+                }
             }
             at += S.szk[k];
             vend[slot] = at;
         }
         i += nl;
     }
+    /* the frees not yet taken, so that no named barrier is left part-way
+     * when the block exits */
+    for (; freed < total; freed++)
+        bn_free_wait(freed);
 }
 
 /* The end of a phase (every compute thread): `freed` loads are done with
- * (the weight warp may reuse their room), the scales of the next
+ * (bn_free_arrive: the weight warp may reuse their room), the scales of the next
  * projection (layer nl's of load kind nk; nl NULL: none) are requested, and with
  * `barrier` the block arrives at the grid barrier that bn_phase_wait then
  * waits at, before the next phase reads what this one wrote.  `kind`: the
  * profile's bucket of the phase. */
 __device__ __noinline__ void bn_phase_end(const bn_kargs &a, int &freed_loads, bn_sm &S,
-                                          uint32_t empty, int freed, bool barrier, int kind,
-                                          const bn_layer *nl, int nk, unsigned &target)
+                                          int freed, bool barrier, int kind, const bn_layer *nl,
+                                          int nk, unsigned &target)
 {
     bn_sync();
     bn_mark(S, kind);
-    if (threadIdx.x == 0) {
-        if (barrier) {
-            target += gridDim.x;
-            bn_arrive(a.sync);
-        }
-        for (int i = 0; i < freed; i++, freed_loads++)
-            lk_mbar_arrive(empty + 8 * (freed_loads % BN_SLOTS));
+    if (threadIdx.x == 0 && barrier) {
+        target += gridDim.x;
+        bn_arrive(a.sync);
     }
+    for (int i = 0; i < freed; i++, freed_loads++)
+        bn_free_arrive(freed_loads);
     if (nl)
         bn_scales(a, *nl, nk, S);
     if (barrier)
@@ -960,7 +993,7 @@ template <int NB>
 __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__ bn_kargs ka)
 {
 #if LK_BN_BODY
-    __shared__ __align__(8) uint64_t bars[2 * BN_SLOTS]; /* full, then empty */
+    __shared__ __align__(8) uint64_t bars[BN_SLOTS]; /* a load's bytes have landed */
     __shared__ bn_sm S;
     /* the arguments, read everywhere: through a reference a parameter is
      * read with generic loads, an L2 round trip on each of the phase
@@ -974,10 +1007,10 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
     unsigned char *ring = bn_smem;
     int32_t *X = (int32_t *)(bn_smem + ka.ring);
     float *U = (float *)(bn_smem + ka.ring + NB * (ka.kp + 512));
-    const uint32_t full = lk_smem_addr(bars), empty = full + 8 * BN_SLOTS;
+    const uint32_t full = lk_smem_addr(bars);
 
     if (tid == 0) {
-        for (int s = 0; s < 2 * BN_SLOTS; s++)
+        for (int s = 0; s < BN_SLOTS; s++)
             lk_mbar_init(full + 8 * s, 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -991,21 +1024,28 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
         S.kn[tid] = r1 - r0;
         S.szk[tid] = (uint32_t)bn_round((r1 - r0) * K.pitch, 128);
     }
+    /* The profile's switch, before the __syncthreads below: bn_mark tests
+     * it in thread 0 alone, but the compiler loads it in every thread (a
+     * shared load is safe to speculate; bn_slab's first mark shares one
+     * 8-byte load with S.szk[0]), so written after that barrier it raced
+     * with the first phase's reads in the other compute threads, a race
+     * racecheck reports (docs/internals/bitnet-decode-sync.md).  Nothing
+     * writes it again. */
+    if (tid == 0)
+        S.prof = ka.prof;
     /* every block checks the positions (a bad one can only come inside a
      * captured graph; the core checks them otherwise): one outside
      * [0, ctx) stops every block before anything is written, and the
      * queue's record makes the next sync report it (set 3) */
     if (lk_index_first_bad(ka.pos, ka.ldp, NB, ka.ctx, 3, ka.rec) >= 0)
-        return; /* (its __syncthreads also made A and the mbarriers visible) */
+        return; /* (its __syncthreads also made A, S.prof and the mbarriers visible) */
 
     if (tid >= BN_THREADS) { /* the weight warp */
-        if (tid == BN_THREADS)
-            bn_producer(a, S, lk_smem_addr(ring), full, empty);
+        bn_producer(a, S, lk_smem_addr(ring), full);
         return;
     }
-    int freed_loads = 0; /* the weight loads the compute side is done with (thread 0) */
+    int freed_loads = 0; /* the weight loads the compute side is done with */
     if (tid == 0) {
-        S.prof = a.prof;
         for (int k = 0; k < BN_PB; k++)
             S.tp[k] = 0;
         S.tmark = S.cyc0 = a.prof ? clock64() : 0;
@@ -1041,7 +1081,7 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
             bn_norm<NB>(a, a.x, a.ldx, a.dim, L.an ? wbuf : nullptr, U, X, S);
             bn_rows<NB, 0>(a, w, nullptr, X, S);
         }
-        bn_phase_end(a, freed_loads, S, empty, 1, true, BN_P_DOTS, &L, 1, target);
+        bn_phase_end(a, freed_loads, S, 1, true, BN_P_DOTS, &L, 1, target);
         if (blockIdx.x < NB * a.nh)
             bn_attn_prefetch(a, L, U, S);
         bn_phase_wait(a, S, target);
@@ -1050,7 +1090,7 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
         /* 2: RoPE, the cache row, attention -> ATT */
         for (int it = blockIdx.x; it < NB * a.nh; it += gridDim.x)
             bn_attention(a, L, it / a.nh, it % a.nh, S.pos[it / a.nh], it == (int)blockIdx.x, U, S);
-        bn_phase_end(a, freed_loads, S, empty, 0, true, BN_P_ATTN, nullptr, 0, target);
+        bn_phase_end(a, freed_loads, S, 0, true, BN_P_ATTN, nullptr, 0, target);
         bn_norm_weight_fetch(a, NB, L.asn, a.qd, U);
         bn_phase_wait(a, S, target);
 
@@ -1061,7 +1101,7 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
             bn_norm<NB>(a, a.att, a.qd, a.qd, L.asn ? wbuf : nullptr, U, X, S);
             bn_rows<NB, 1>(a, w, nullptr, X, S);
         }
-        bn_phase_end(a, freed_loads, S, empty, 1, true, BN_P_DOTS, &L, 2, target);
+        bn_phase_end(a, freed_loads, S, 1, true, BN_P_DOTS, &L, 2, target);
         bn_norm_weight_fetch(a, NB, L.fn, a.dim, U);
         bn_phase_wait(a, S, target);
         ld++;
@@ -1074,7 +1114,7 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
             bn_norm<NB>(a, a.x, a.ldx, a.dim, L.fn ? wbuf : nullptr, U, X, S);
             bn_rows<NB, 2>(a, wg, wu, X, S);
         }
-        bn_phase_end(a, freed_loads, S, empty, 2, true, BN_P_DOTS, &L, 4, target);
+        bn_phase_end(a, freed_loads, S, 2, true, BN_P_DOTS, &L, 4, target);
         bn_norm_weight_fetch(a, NB, L.fsn, a.ffn, U);
         bn_phase_wait(a, S, target);
         ld += 2;
@@ -1086,7 +1126,7 @@ __global__ void __launch_bounds__(BN_BLOCK, 1) bn_kernel(const __grid_constant__
             bn_norm<NB>(a, a.g, a.ffn, a.ffn, L.fsn ? wbuf : nullptr, U, X, S);
             bn_rows<NB, 4>(a, w, nullptr, X, S);
         }
-        bn_phase_end(a, freed_loads, S, empty, 1, !last, BN_P_DOTS,
+        bn_phase_end(a, freed_loads, S, 1, !last, BN_P_DOTS,
                      last ? nullptr : &a.L[l + 1], 0, target);
         if (!last) {
             bn_norm_weight_fetch(a, NB, a.L[l + 1].an, a.dim, U);
@@ -1202,6 +1242,15 @@ bool bn_plan_call(const lk_cuda_device *dev, const lk_bitnet_args *a, bn_kargs &
         return snprintf(why, wl, "a block's share of a projection (%d bytes) does not fit shared "
                         "memory", slab_max), false;
     k.ring = (int)((dmax - fixed) / 1024 * 1024);
+    /* LOCKSTEP_CUDA_BITNET_RING=BYTES: a smaller ring, down to the largest
+     * load group, so that small shapes reuse its bytes within a launch (a
+     * test's way to put the frees' order before compute-sanitizer; the
+     * full ring of a small model is never reused) */
+    const char *re = getenv("LOCKSTEP_CUDA_BITNET_RING");
+    if (re && *re) {
+        const long v = bn_round((int)std::min(std::max(strtol(re, NULL, 10), 1L), (long)k.ring), 128);
+        k.ring = std::min(k.ring, std::max((int)v, slab_max));
+    }
     dyn = (size_t)k.ring + fixed;
     k.rope_il = (a->rope_flags & LK_ROPE_INTERLEAVED) != 0;
     k.eps = a->eps, k.theta = a->theta, k.scale = a->attn_scale;
