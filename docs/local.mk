@@ -2,4 +2,3 @@ EXTRA_DIST += docs/numerics.md
 EXTRA_DIST += docs/formats.md
 EXTRA_DIST += docs/api.md docs/drivers.md
 EXTRA_DIST += docs/demo.md
-include docs/bench/local.mk
