@@ -92,6 +92,7 @@ else
         echo "get-peers: downloading llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION (source) from PyPI"
         python3 -m pip download --disable-pip-version-check --no-deps --no-binary :all: \
             "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" -d "$src.part" >"$src/pip.log" 2>&1 ||
+            { rm -rf "$src.part"; false; } ||
             die "could not download llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION from PyPI (no network, or a proxy pip is not configured for?); pip said: $(tail -n 3 "$src/pip.log" | tr '\n' ' ')"
         mv "$src.part/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz" "$sdist"
         rm -rf "$src.part"
@@ -179,4 +180,4 @@ echo "  bitnet.cpp I2_S: $bitnet_status"
 if [ "$DIR" != "$(cd "${LOCKSTEP_PEERS_DIR:-$HOME/.cache/lockstep/peers}" 2>/dev/null && pwd)" ]; then
     echo "  lockstep bench looks there with: export LOCKSTEP_PEERS_DIR=$DIR"
 fi
-echo "  see them: lockstep bench --case ternary.6912x2560.m1"
+echo "  see them: lockstep bench --case ternary.6912x2560.m1.tq2_0 --case ternary.6912x2560.m1.i2_s"
