@@ -73,7 +73,13 @@ EXTRA_DIST += scripts/bench-report.sh
 TESTS += tests/test_bench_report.sh
 EXTRA_DIST += tests/test_bench_report.sh
 
-# `lockstep bench` without its downloaded peers (TAP): each absent ternary
-# peer is a skip row with the reason, OpenBLAS is compared where installed.
+# `lockstep bench` and its peers (TAP): each absent ternary peer is a skip
+# row with the reason; a stand-in for the downloaded libraries (plain loops
+# over the same layouts, never installed) runs the peer path itself;
+# OpenBLAS is compared where installed.
 TESTS += tests/test_bench_peers.sh
 EXTRA_DIST += tests/test_bench_peers.sh
+check_LTLIBRARIES += tests/peers/libstandin-peers.la
+tests_peers_libstandin_peers_la_SOURCES = tests/peers/standin_peers.c
+tests_peers_libstandin_peers_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
+	-no-undefined -rpath $(abs_top_builddir)/tests/peers

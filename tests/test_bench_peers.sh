@@ -3,8 +3,10 @@
 # binary links no peer (OpenBLAS and the ternary kernels are loaded at run
 # time); with an empty peers directory each ternary peer's case is a skip
 # row, and a skipped entry in --json, that names the peer, the directory
-# and scripts/get-peers.sh; where libopenblas.so.0 is installed the f32
-# GEMV is timed against OpenBLAS's sgemv.
+# and scripts/get-peers.sh; with a stand-in for the downloaded libraries
+# (tests/peers/standin_peers.c) both ternary peers load, agree bit for bit
+# with Lockstep and get a time and a ratio; where libopenblas.so.0 is
+# installed the f32 GEMV is timed against OpenBLAS's sgemv.
 #
 # Run from the build directory (as `make check` does; srcdir, which
 # automake sets, finds tests/tap.sh); LOCKSTEP names another `lockstep`
@@ -21,7 +23,7 @@ lk() {
     fi
 }
 
-echo "1..8"
+echo "1..12"
 if [ ! -x "$lockstep" ]; then
     echo "Bail out! no $lockstep (run from the build directory)"
     exit 1
@@ -79,4 +81,34 @@ else
     echo "$row" | awk '$4 == "openblas" && $5 == "sgemv" && $6 + 0 > 0 && $7 == "ms" && $8 + 0 > 0 { f = 1 } END { exit !f }'
     ok $? "the f32 GEMV is timed against OpenBLAS's sgemv, with a ratio"
     skip "without OpenBLAS the f32 GEMV row says why it has no peer" "OpenBLAS is installed"
+fi
+
+# The stand-in in a peers directory laid out as get-peers.sh lays it out.
+standin=tests/peers/.libs/libstandin-peers.so
+descs="the stand-in peers run (each passed the bit-exact check)|the header names the TQ2_0 library loaded|the TQ2_0 case has the peer's time and a ratio|the I2_S case has the peer's time and a ratio"
+if [ ! -f "$standin" ]; then
+    echo "$descs" | tr '|' '\n' | while read -r d; do skip "$d" "no $standin"; done
+    n=$((n + 4))
+else
+    mkdir -p "$tmp/standin/llama.cpp/lib" "$tmp/standin/bitnet/lib"
+    ln -s "$(pwd)/$standin" "$tmp/standin/llama.cpp/lib/libggml-cpu.so"
+    ln -s "$(pwd)/$standin" "$tmp/standin/bitnet/lib/libbitnet-peer.so"
+    LOCKSTEP_PEERS_DIR=$tmp/standin lk bench --reps 1 --case ternary.2560x2560.m1.tq2_0 \
+        --case ternary.2560x2560.m1.i2_s >"$tmp/standin.out" 2>"$tmp/standin.err"
+    st=$?
+    if has "$tmp/standin.out" "which this CPU lacks"; then
+        echo "$descs" | tr '|' '\n' | while read -r d; do skip "$d" "the CPU lacks AVX2"; done
+        n=$((n + 4))
+    else
+        ok $st "the stand-in peers run (each passed the bit-exact check)"
+        has "$tmp/standin.out" "peer: llama.cpp TQ2_0 from ggml stand-in ($tmp/standin/llama.cpp/lib/libggml-cpu.so)"
+        ok $? "the header names the TQ2_0 library loaded"
+        # case, lockstep time, "ms", peer (two words), peer time, "ms", ratio
+        grep '^ternary\.2560x2560\.m1\.tq2_0 ' "$tmp/standin.out" |
+            awk '$4 == "llama.cpp" && $5 == "TQ2_0" && $6 + 0 > 0 && $7 == "ms" && $8 + 0 > 0 { f = 1 } END { exit !f }'
+        ok $? "the TQ2_0 case has the peer's time and a ratio"
+        grep '^ternary\.2560x2560\.m1\.i2_s ' "$tmp/standin.out" |
+            awk '$4 == "bitnet.cpp" && $5 == "I2_S" && $6 + 0 > 0 && $7 == "ms" && $8 + 0 > 0 { f = 1 } END { exit !f }'
+        ok $? "the I2_S case has the peer's time and a ratio"
+    fi
 fi
