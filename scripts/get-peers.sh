@@ -154,7 +154,7 @@ else
         # the lookup-table kernels (TL1/TL2) are not compared, so left off.
         # shellcheck disable=SC2086
         cmake -S "$BITNET" -B "$bbuild" $common_flags $isa_flags -DBITNET_X86_TL2=OFF \
-            -DBITNET_ARM_TL1=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+            -DBITNET_ARM_TL1=OFF -DBITNET_BUILD_TESTS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
             -DLLAMA_BUILD_SERVER=OFF >"$DIR/build/bitnet-$variant.log" 2>&1 &&
             cmake --build "$bbuild" -j "$JOBS" --target ggml >>"$DIR/build/bitnet-$variant.log" 2>&1 ||
             die "building bitnet.cpp failed: see $DIR/build/bitnet-$variant.log"

@@ -59,9 +59,14 @@ typedef const char *(*lk_ggml_version_fn)(void);
 typedef void (*lk_ggml_cpu_init_fn)(void);
 
 /* bitnet.cpp's I2_S dot product (its src/ggml-bitnet-mad.cpp): n values
- * of 2-bit codes in blocks of 128 (32 bytes; value j of a block at bits
- * 6 - 2 (j / 32) of byte j % 32, codes 0, 1, 2 for -1, 0, +1) against n
- * int8 values; *s = sum of code * value, as a float. */
-typedef lk_ggml_vec_dot_fn lk_bitnet_vec_dot_i2_i8_s_fn;
+ * of 2-bit codes, codes 0, 1, 2 for -1, 0, +1, in blocks of QK values
+ * (QK / 4 bytes; value j of a block at bits 6 - 2 (j / (QK / 4)) of byte
+ * j % (QK / 4)) against n int8 values; *s = sum of code * value, as a
+ * float.  QK is its QK_I2_S: 128 where it is built for x86, 64 for ARM. */
+#if defined(__aarch64__) || defined(__arm__)
+#define LK_BITNET_QK_I2_S 64
+#else
+#define LK_BITNET_QK_I2_S 128
+#endif
 
 #endif

@@ -16,7 +16,7 @@
 
 #include "bench/peers/ternary_peers.h"
 
-#define QB 128 /* values in an I2_S block of 32 bytes */
+#define QB LK_BITNET_QK_I2_S /* values in an I2_S block of QB / 4 bytes */
 
 /* One row of k LK_T2 codes (code of value i at bits 2 (i % 4) of byte
  * i / 4) in I2_S blocks; both store value + 1 in two bits. */
@@ -26,7 +26,7 @@ static void pack_row(const uint8_t *w, int64_t k, uint8_t *dst)
     for (int64_t i = 0; i < k; i++) {
         const int code = w[i / 4] >> (2 * (i % 4)) & 3;
         const int64_t blk = i / QB, j = i % QB;
-        dst[32 * blk + j % 32] |= (uint8_t)(code << (6 - 2 * (j / 32)));
+        dst[QB / 4 * blk + j % (QB / 4)] |= (uint8_t)(code << (6 - 2 * (j / (QB / 4))));
     }
 }
 

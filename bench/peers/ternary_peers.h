@@ -45,7 +45,7 @@ int lk_peer_t2_available(int kind, const char **why);
  * 0.25.3 (DIR/...)"; NULL when the peer is not available. */
 const char *lk_peer_t2_source(int kind);
 
-/* K must be a multiple of 256 (TQ2_0's block; I2_S needs 128).  w: n rows
+/* K must be a multiple of 256 (TQ2_0's block; I2_S needs 128 or 64).  w: n rows
  * of LK_T2 codes (k / 4 bytes each, codes 0..2).  NULL when out of memory,
  * when k does not fit or when the peer is not available. */
 lk_peer_t2 *lk_peer_t2_create(int kind, const uint8_t *w, int64_t n, int64_t k);

@@ -77,7 +77,7 @@ EXPORT const char *ggml_version(void) { return "stand-in"; }
 
 EXPORT void ggml_cpu_init(void) {}
 
-/* sum of code * y, codes in 128-value blocks of 32 bytes */
+/* sum of code * y, codes in blocks of LK_BITNET_QK_I2_S values */
 EXPORT void ggml_vec_dot_i2_i8_s(int n, float *s, size_t bs, const void *vx, size_t bx,
                                  const void *vy, size_t by, int nrc)
 {
@@ -85,9 +85,10 @@ EXPORT void ggml_vec_dot_i2_i8_s(int n, float *s, size_t bs, const void *vx, siz
     const int8_t *y = vy;
     int32_t acc = 0;
     (void)bs, (void)bx, (void)by, (void)nrc;
+    const int qb = LK_BITNET_QK_I2_S / 4; /* bytes in a block */
     for (int i = 0; i < n; i++) {
-        const int b = i / 128, j = i % 128;
-        acc += (x[32 * b + j % 32] >> (6 - 2 * (j / 32)) & 3) * y[i];
+        const int b = i / (4 * qb), j = i % (4 * qb);
+        acc += (x[qb * b + j % qb] >> (6 - 2 * (j / qb)) & 3) * y[i];
     }
     *s = (float)acc;
 }
