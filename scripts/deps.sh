@@ -1,11 +1,12 @@
 #!/bin/sh
 # Install what building and testing Lockstep needs on Debian/Ubuntu.
 # Runs apt-get as root, or through sudo; does nothing for packages present.
-# (gnuplot-nox draws the plots of `make bench-report`.)
+# (gnuplot-nox draws the plots of `make bench-report`; libopenblas0 is the
+# peer `lockstep bench` loads at run time.)
 set -e
 #   scripts/deps.sh [--arm] [package...]
 # --arm: also the AArch64 cross compiler and qemu-user (scripts/test-arm.sh).
-pkgs="build-essential autoconf automake libtool pkg-config libhwloc-dev libsimde-dev libopenblas-dev gnuplot-nox"
+pkgs="build-essential autoconf automake libtool pkg-config libhwloc-dev libsimde-dev libopenblas0 gnuplot-nox"
 arm_pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
 if [ "$1" = --arm ]; then
     pkgs="$pkgs $arm_pkgs"
