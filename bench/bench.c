@@ -19,6 +19,7 @@
 #include "bench/bench.h"
 #include "bench/bench_cases.h"
 #include "bench/peers.h"
+#include "bench/peers/ternary_peers.h"
 
 static void usage(FILE *f)
 {
@@ -28,9 +29,12 @@ static void usage(FILE *f)
             "Times Lockstep against its peers on the same machine, in the same run, on\n"
             "the same number of threads, and prints each case's median times and their\n"
             "ratio (peer time / Lockstep time).  Peers: OpenBLAS sgemm/sgemv for GEMM\n"
-            "and GEMV, streaming read and copy loops for bandwidth-bound ops, the\n"
-            "bytes-over-bandwidth floor for ternary GEMV, and on x86 llama.cpp's TQ2_0\n"
-            "and bitnet.cpp's I2_S AVX2 kernels (ternary.*.m1.tq2_0, .i2_s).\n\n"
+            "and GEMV (libopenblas.so.0, loaded where installed), streaming read and\n"
+            "copy loops for bandwidth-bound ops, the bytes-over-bandwidth floor for\n"
+            "ternary GEMV, and llama.cpp's TQ2_0 and bitnet.cpp's I2_S kernels\n"
+            "(ternary.*.m1.tq2_0, .i2_s) where scripts/get-peers.sh has built them in\n"
+            "$LOCKSTEP_PEERS_DIR (default ~/.cache/lockstep/peers).  A peer that is not\n"
+            "there is a \"skip\" with the reason.\n\n"
             "  --device NAME  Lockstep device (default \"cpu\")\n"
             "  --case NAME    the case NAME, or those starting with NAME (repeatable)\n"
             "  --reps N       timed runs per case and peer (default 5, --quick 3)\n"
@@ -56,6 +60,19 @@ static int selected(const lk_bench_case *all, const lk_bench_case *c, char **nam
             return 1;
     }
     return 0;
+}
+
+/* s as the inside of a JSON string. */
+static void print_json_str(const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", (unsigned)(unsigned char)*s);
+        else
+            putchar(*s);
+    }
 }
 
 static void print_rate(char *buf, size_t n, const lk_bench_case *c, double ms)
@@ -129,16 +146,20 @@ int lk_bench_main(int argc, char **argv)
         threads = props.max_threads > 0 ? props.max_threads : 1;
     lk_peer_openblas_threads(threads);
 
-    if (json)
+    if (json) {
         printf("{\"device\": \"%s\", \"description\": \"%s\", \"threads\": %d, \"reps\": %d, "
                "\"openblas\": %s, \"cases\": [",
                props.name, props.description, threads, reps,
                lk_peer_have_openblas() ? "true" : "false");
-    else
-        printf("lockstep bench: device %s (%s), %d threads, median of %d runs\n\n"
-               "%-34s %11s  %-22s %11s  %6s  %s\n",
-               props.name, props.description, threads, reps, "case", "lockstep", "peer",
-               "peer time", "ratio", "lockstep rate");
+    } else {
+        printf("lockstep bench: device %s (%s), %d threads, median of %d runs\n", props.name,
+               props.description, threads, reps);
+        for (int p = LK_PEER_TQ2_0; p <= LK_PEER_I2_S; p++) /* which build of a peer this is */
+            if (lk_peer_t2_source(p))
+                printf("peer: %s\n", lk_peer_t2_source(p));
+        printf("\n%-34s %11s  %-22s %11s  %6s  %s\n", "case", "lockstep", "peer", "peer time",
+               "ratio", "lockstep rate");
+    }
     int failed = 0, first = 1;
     for (const lk_bench_case *c = cases; c->name; c++) {
         if (!selected(cases, c, names, nnames, quick))
@@ -157,21 +178,40 @@ int lk_bench_main(int argc, char **argv)
             fflush(stdout);
             continue;
         }
+        if (r.skip && r.lk_ms <= 0) { /* a case for its peer, without the peer */
+            if (json) {
+                printf("%s\n  {\"name\": \"%s\", \"peer\": \"%s\", \"skipped\": \"", first ? "" : ",",
+                       c->name, r.peer_name);
+                print_json_str(r.skip);
+                printf("\"}");
+            } else {
+                printf("%-34s skip: %s\n", c->name, r.skip);
+            }
+            first = 0;
+            fflush(stdout);
+            continue;
+        }
         char rate[32];
         print_rate(rate, sizeof rate, c, r.lk_ms);
         double ratio = r.peer_ms > 0 ? r.peer_ms / r.lk_ms : 0.0;
         if (json) {
             printf("%s\n  {\"name\": \"%s\", \"lockstep_ms\": %.4f, \"peer\": \"%s\", "
-                   "\"peer_ms\": %.4f, \"ratio\": %.3f, \"gflops\": %.2f, \"gbps\": %.2f}",
+                   "\"peer_ms\": %.4f, \"ratio\": %.3f, \"gflops\": %.2f, \"gbps\": %.2f",
                    first ? "" : ",", c->name, r.lk_ms, r.peer_name, r.peer_ms, ratio,
                    c->flops > 0 ? c->flops / (r.lk_ms * 1e6) : 0.0,
                    c->bytes > 0 ? c->bytes / (r.lk_ms * 1e6) : 0.0);
+            if (r.skip) {
+                printf(", \"skipped\": \"");
+                print_json_str(r.skip);
+                printf("\"");
+            }
+            printf("}");
         } else if (r.peer_ms > 0) {
             printf("%-34s %8.3f ms  %-22s %8.3f ms  %6.2f  %s\n", c->name, r.lk_ms, r.peer_name,
                    r.peer_ms, ratio, rate);
         } else {
-            printf("%-34s %8.3f ms  %-22s %11s  %6s  %s\n", c->name, r.lk_ms, "(none built)",
-                   "-", "-", rate);
+            printf("%-34s %8.3f ms  %-22s %11s  %6s  %s%s%s\n", c->name, r.lk_ms, r.peer_name, "-",
+                   "-", rate, r.skip ? "  skip: " : "", r.skip ? r.skip : "");
         }
         first = 0;
         fflush(stdout);

@@ -6,8 +6,9 @@
  * it); ternary GEMV/GEMM at the same shapes, in cache and cold (the
  * weights rotate through copies four times the last-level cache); norms
  * and softmax on 32 x 2560 and 4096 x 4096; a sum over 2^26; a conversion.
- * Where the AVX2 peers are built (x86), the ternary GEMV in cache once more
- * against llama.cpp's TQ2_0 and bitnet.cpp's I2_S kernels (bench/peers),
+ * The ternary GEMV in cache once more against llama.cpp's TQ2_0 and
+ * bitnet.cpp's I2_S kernels, where scripts/get-peers.sh has built them
+ * (bench/peers/ternary_peers.h; a skipped case with the reason elsewhere),
  * after a check that they compute the same dot products as Lockstep.
  * Lockstep's runs come first, then the peer's, each after one warm-up run
  * (two thread pools spinning at once would slow both). */
@@ -22,9 +23,7 @@
 
 #include "bench/bench_cases.h"
 #include "bench/peers.h"
-#ifdef LK_BENCH_TERNARY_PEERS
 #include "bench/peers/ternary_peers.h"
-#endif
 
 #define MAX_CASES 160
 
@@ -38,7 +37,6 @@ static void add_case(lk_bench_kind kind, lk_dtype dt, int64_t m, int64_t n, int6
     lk_bench_case *c = &cases[ncases];
     char *nm = names[ncases];
     const char *dn = dt == LK_BF16 ? "bf16" : "f32";
-    int mb = lk_peer_have_openblas();
     ncases++;
     memset(c, 0, sizeof *c);
     c->kind = kind;
@@ -54,15 +52,15 @@ static void add_case(lk_bench_kind kind, lk_dtype dt, int64_t m, int64_t n, int6
     case LK_BK_GEMM:
         snprintf(nm, 48, "gemm.f32.%lld", (long long)n);
         c->flops = 2.0 * (double)m * (double)n * (double)k;
-        c->peer_name = mb ? "openblas sgemm" : "-";
+        c->peer_name = "openblas sgemm";
         break;
     case LK_BK_LINEAR:
         snprintf(nm, 48, "linear.%s.%lldx%lld.m%lld%s", dn, (long long)n, (long long)k,
                  (long long)m, prepared ? ".prep" : "");
         c->flops = 2.0 * (double)m * (double)n * (double)k;
         c->bytes = (double)n * (double)k * (dt == LK_BF16 ? 2 : 4);
-        c->peer_name = !mb ? "-" : m == 1 ? (dt == LK_F32 ? "openblas sgemv" : "openblas sgemv f32")
-                                          : (dt == LK_F32 ? "openblas sgemm" : "openblas sgemm f32");
+        c->peer_name = m == 1 ? (dt == LK_F32 ? "openblas sgemv" : "openblas sgemv f32")
+                              : (dt == LK_F32 ? "openblas sgemm" : "openblas sgemm f32");
         break;
     case LK_BK_TERNARY:
         snprintf(nm, 48, "ternary.%lldx%lld.m%lld%s%s", (long long)n, (long long)k, (long long)m,
@@ -104,7 +102,6 @@ static void add_both(lk_bench_kind kind, lk_dtype dt, int64_t m, int64_t n, int6
     add_case(kind, dt, m, n, k, cold, quick, 1);
 }
 
-#ifdef LK_BENCH_TERNARY_PEERS
 /* The GEMV in cache against a public kernel (bench/peers) instead of the
  * read floor. */
 static void add_t2_peer(int peer, int64_t n, int64_t k, int quick)
@@ -114,9 +111,8 @@ static void add_t2_peer(int peer, int64_t n, int64_t k, int quick)
     c->t2_peer = peer;
     snprintf(names[ncases - 1], 48, "ternary.%lldx%lld.m1.%s", (long long)n, (long long)k,
              peer == LK_PEER_TQ2_0 ? "tq2_0" : "i2_s");
-    c->peer_name = peer == LK_PEER_TQ2_0 ? "llama.cpp TQ2_0 avx2" : "bitnet.cpp I2_S avx2";
+    c->peer_name = lk_peer_t2_name(peer);
 }
-#endif
 
 const lk_bench_case *lk_bench_cases(void)
 {
@@ -138,11 +134,9 @@ const lk_bench_case *lk_bench_cases(void)
                 i == 0 && (s == 0 || s == 2));
         add_both(LK_BK_TERNARY, LK_T2, 1, shapes[s][0], shapes[s][1], 1, s == 2);
     }
-#ifdef LK_BENCH_TERNARY_PEERS
     for (int s = 0; s < 4; s++)
         for (int p = LK_PEER_TQ2_0; p <= LK_PEER_I2_S; p++)
             add_t2_peer(p, shapes[s][0], shapes[s][1], s == 2);
-#endif
     add(LK_BK_RMSNORM, LK_F32, 32, 2560, 0, 0, 1);
     add(LK_BK_RMSNORM, LK_F32, 4096, 4096, 0, 0, 1);
     add(LK_BK_LAYERNORM, LK_F32, 32, 2560, 0, 0, 0);
@@ -235,9 +229,7 @@ static void data_free(bench_data *d)
     for (int i = 0; i < d->nw; i++)
         lk_weights_destroy(d->pw[i]);
     free(d->pw);
-#ifdef LK_BENCH_TERNARY_PEERS
     lk_peer_t2_destroy((lk_peer_t2 *)d->t2p);
-#endif
 }
 
 static size_t cold_pool_bytes(void)
@@ -304,14 +296,12 @@ static lk_status setup(const lk_bench_case *c, bench_data *d)
         for (int64_t i = 0; i < m; i++)
             ((float *)d->xs)[i] = 127.0f;
         ((float *)d->ws)[0] = 0.5f;
-#ifdef LK_BENCH_TERNARY_PEERS
         if (c->t2_peer) { /* the weights in the peer's layout, outside the timing */
             d->yp = alloc((size_t)(m * n) * 4);
             d->t2p = lk_peer_t2_create(c->t2_peer, d->pool[0], n, k);
             if (!d->yp || !d->t2p)
                 return LK_ERR_OUT_OF_MEMORY;
         }
-#endif
         return LK_OK;
     }
     default: {
@@ -391,15 +381,6 @@ static lk_status run_lockstep(const lk_bench_case *c, bench_data *d, lk_queue *q
     }
 }
 
-#ifdef LK_BENCH_TERNARY_PEERS
-/* The peers are AVX2 code: only where the CPU runs it. */
-static int t2_peers_run_here(void)
-{
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
-}
-
 /* Before timing a peer: with both scales 1, Lockstep's y and the peer's
  * are the integer dot products themselves (|dot| <= 127 K < 2^24, exact in
  * f32), so the two must agree bit for bit.  Otherwise the comparison
@@ -412,7 +393,7 @@ static lk_status t2_peer_check(const lk_bench_case *c, bench_data *d, lk_queue *
     lk_tensor w = lk_mat(d->pool[0], LK_T2, n, k);
     lk_tensor ws = lk_mat(&one, LK_F32, 1, 1), y = lk_mat(d->y, LK_F32, 1, n);
     lk_status st = lk_ternary_gemm(q, &x, &xs, &w, &ws, &y);
-    if (st != LK_OK || !t2_peers_run_here())
+    if (st != LK_OK)
         return st;
     lk_peer_t2_run((lk_peer_t2 *)d->t2p, d->x, 1.0f, 1.0f, d->yp, threads);
     for (int64_t i = 0; i < n; i++)
@@ -424,12 +405,11 @@ static lk_status t2_peer_check(const lk_bench_case *c, bench_data *d, lk_queue *
         }
     return LK_OK;
 }
-#endif
 
 /* Where the read loops' results go, so that no compiler skips the reads. */
 static volatile unsigned long long sink;
 
-/* The peer, once; 0 when there is none in this build. */
+/* The peer, once; 0 when it is not there (lk_bench_run says why). */
 static int run_peer(const lk_bench_case *c, bench_data *d, int threads, int rep)
 {
     const int64_t m = c->m, n = c->n, k = c->k;
@@ -441,15 +421,11 @@ static int run_peer(const lk_bench_case *c, bench_data *d, int threads, int rep)
         lk_peer_sgemm((int)m, (int)n, (int)k, d->xf, d->wf, c->kind == LK_BK_LINEAR, d->yp);
         return 1;
     case LK_BK_TERNARY: /* cold: a copy Lockstep has not just read */
-#ifdef LK_BENCH_TERNARY_PEERS
         if (c->t2_peer) {
-            if (!t2_peers_run_here())
-                return 0;
             lk_peer_t2_run((lk_peer_t2 *)d->t2p, d->x, ((float *)d->xs)[0], ((float *)d->ws)[0],
                            d->yp, threads);
             return 1;
         }
-#endif
         sink = lk_peer_read(d->pool[(rep + d->npool / 2) % d->npool], d->wbytes / 128 * 128,
                             threads);
         return 1;
@@ -477,16 +453,24 @@ lk_status lk_bench_run(const lk_bench_case *c, lk_queue *q, int threads, int rep
                        lk_bench_result *r)
 {
     bench_data d;
+    const char *why = NULL;
+    r->skip = NULL;
+    /* A case that exists for its peer is skipped without it, with the
+     * reason; other cases time Lockstep alone. */
+    if (c->t2_peer && !lk_peer_t2_available(c->t2_peer, &why)) {
+        r->lk_ms = r->peer_ms = 0.0;
+        r->peer_name = c->peer_name;
+        r->skip = why;
+        return LK_OK;
+    }
     lk_status st = setup(c, &d);
     double *tl = calloc((size_t)reps, sizeof *tl), *tp = calloc((size_t)reps, sizeof *tp);
     if (st == LK_OK && (!tl || !tp))
         st = LK_ERR_OUT_OF_MEMORY;
     if (st == LK_OK && c->prepared)
         st = prepare(c, &d, q);
-#ifdef LK_BENCH_TERNARY_PEERS
     if (st == LK_OK && c->t2_peer)
         st = t2_peer_check(c, &d, q, threads);
-#endif
     if (st == LK_OK)
         st = run_lockstep(c, &d, q, 0); /* warm-up, and the op's support */
     for (int i = 0; st == LK_OK && i < reps; i++) {
@@ -506,6 +490,8 @@ lk_status lk_bench_run(const lk_bench_case *c, lk_queue *q, int threads, int rep
         r->lk_ms = median(tl, reps);
         r->peer_ms = have_peer ? median(tp, reps) : 0.0;
         r->peer_name = c->peer_name;
+        if (!have_peer && (c->kind == LK_BK_GEMM || c->kind == LK_BK_LINEAR))
+            r->skip = lk_peer_openblas_why();
     }
     free(tl);
     free(tp);

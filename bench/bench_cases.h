@@ -34,8 +34,11 @@ typedef struct lk_bench_case {
 } lk_bench_case;
 
 typedef struct lk_bench_result {
-    double lk_ms, peer_ms; /* medians; peer_ms 0 when no peer was built */
+    double lk_ms, peer_ms; /* medians; peer_ms 0 when the peer is not there */
     const char *peer_name;
+    const char *skip;      /* why the peer is not there ("<peer>: ..."), else NULL;
+                              a case that exists for its peer then has no
+                              times at all (lk_ms 0) */
 } lk_bench_result;
 
 /* The cases, ending with name == NULL. */

@@ -1,50 +1,101 @@
-/* Lockstep benchmarks: the peers (OpenBLAS, streaming loops). */
+/* Lockstep benchmarks: the peers (OpenBLAS, streaming loops).
+ *
+ * OpenBLAS is loaded at run time (dlopen of Debian's libopenblas0,
+ * libopenblas.so.0), not linked: the lockstep binary needs no BLAS to
+ * build or to run, and the bench compares with it wherever it is
+ * installed.  Only the CBLAS entry points are used, declared here. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 
+#include <dlfcn.h>
+#include <stdio.h>
 #include <string.h>
 
-#ifdef LK_HAVE_OPENBLAS
-#include <cblas.h>
-#endif
 #ifdef LK_HAVE_OPENMP
 #include <omp.h>
 #endif
 
 #include "bench/peers.h"
 
+/* CBLAS's enums, as every CBLAS defines them. */
+enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
+
+typedef void (*sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha,
+                         const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                         int ldc);
+typedef void (*sgemv_fn)(int order, int ta, int m, int n, float alpha, const float *a, int lda,
+                         const float *x, int incx, float beta, float *y, int incy);
+typedef void (*set_threads_fn)(int n);
+
+static struct {
+    int tried, ok;
+    sgemm_fn sgemm;
+    sgemv_fn sgemv;
+    set_threads_fn set_threads;
+    char why[384];
+} blas;
+
+#define OPENBLAS_LIB "libopenblas.so.0"
+
+static int load_openblas(void)
+{
+    if (blas.tried)
+        return blas.ok;
+    blas.tried = 1;
+#ifdef LK_BENCH_NO_OPENBLAS
+    snprintf(blas.why, sizeof blas.why, "OpenBLAS: left out (configure --without-openblas)");
+    return 0;
+#else
+    void *h = dlopen(OPENBLAS_LIB, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        snprintf(blas.why, sizeof blas.why,
+                 "OpenBLAS: " OPENBLAS_LIB " not found (apt-get install libopenblas0): %s",
+                 dlerror());
+        return 0;
+    }
+    *(void **)&blas.sgemm = dlsym(h, "cblas_sgemm");
+    *(void **)&blas.sgemv = dlsym(h, "cblas_sgemv");
+    *(void **)&blas.set_threads = dlsym(h, "openblas_set_num_threads");
+    if (!blas.sgemm || !blas.sgemv || !blas.set_threads) {
+        snprintf(blas.why, sizeof blas.why,
+                 "OpenBLAS: " OPENBLAS_LIB " lacks cblas_sgemm, cblas_sgemv or "
+                 "openblas_set_num_threads");
+        dlclose(h);
+        return 0;
+    }
+    blas.ok = 1;
+    return 1;
+#endif
+}
+
 int lk_peer_have_openblas(void)
 {
-#ifdef LK_HAVE_OPENBLAS
-    return 1;
-#else
-    return 0;
-#endif
+    return load_openblas();
+}
+
+const char *lk_peer_openblas_why(void)
+{
+    return load_openblas() ? NULL : blas.why;
 }
 
 void lk_peer_openblas_threads(int n)
 {
-#ifdef LK_HAVE_OPENBLAS
-    openblas_set_num_threads(n);
-#else
-    (void)n;
-#endif
+    if (load_openblas())
+        blas.set_threads(n);
 }
 
 void lk_peer_sgemm(int m, int n, int k, const float *a, const float *b, int b_trans, float *c)
 {
-#ifdef LK_HAVE_OPENBLAS
+    if (!load_openblas())
+        return;
     if (m == 1 && b_trans)
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, b, k, a, 1, 0.0f, c, 1);
+        blas.sgemv(CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, n, k, 1.0f, b, k, a, 1, 0.0f, c, 1);
     else if (m == 1)
-        cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, b, n, a, 1, 0.0f, c, 1);
+        blas.sgemv(CBLAS_ROW_MAJOR, CBLAS_TRANS, k, n, 1.0f, b, n, a, 1, 0.0f, c, 1);
     else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, b_trans ? CblasTrans : CblasNoTrans, m, n, k,
-                    1.0f, a, k, b, b_trans ? k : n, 0.0f, c, n);
-#else
-    (void)m, (void)n, (void)k, (void)a, (void)b, (void)b_trans, (void)c;
-#endif
+        blas.sgemm(CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, b_trans ? CBLAS_TRANS : CBLAS_NO_TRANS, m, n,
+                   k, 1.0f, a, k, b, b_trans ? k : n, 0.0f, c, n);
 }
 
 /* 32-byte vectors of the compiler's own: the loops compile to AVX2 where

@@ -1,18 +1,21 @@
 /* Lockstep benchmarks: what each case is compared with (internal).
  *
- * OpenBLAS for f32 GEMM and GEMV (when configure found it), and for the
- * bandwidth-bound ops the machine's own streaming loops run on the same
- * number of threads: a read loop (the floor of an op that reads n bytes)
+ * OpenBLAS for f32 GEMM and GEMV (loaded at run time where installed), and
+ * for the bandwidth-bound ops the machine's own streaming loops run on the
+ * same number of threads: a read loop (the floor of an op that reads n bytes)
  * and a copy loop (one that reads n and writes n). */
 #ifndef LK_BENCH_PEERS_H
 #define LK_BENCH_PEERS_H
 
 #include <stddef.h>
 
-/* 1 when OpenBLAS is linked in. */
+/* 1 when OpenBLAS is loaded (the first call tries libopenblas.so.0). */
 int lk_peer_have_openblas(void);
 
-/* OpenBLAS's thread count, to match Lockstep's. */
+/* Why OpenBLAS is not there ("OpenBLAS: ..."); NULL when it is. */
+const char *lk_peer_openblas_why(void);
+
+/* OpenBLAS's thread count, to match Lockstep's; nothing without it. */
 void lk_peer_openblas_threads(int n);
 
 /* Row-major C = A (m x k) . op(B); b_trans: B is n x k (weights), else

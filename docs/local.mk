@@ -10,5 +10,3 @@ EXTRA_DIST += docs/performance.md docs/performance/ratio.png docs/performance/ra
 EXTRA_DIST += docs/internals
 EXTRA_DIST += NEWS HACKING.md
 dist_man_MANS = docs/lockstep.1
-include docs/bench/local.mk
-EXTRA_DIST += docs/internals/bitnet-decode-sync.md

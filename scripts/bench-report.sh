@@ -3,7 +3,9 @@
 # device of this machine, and the CUDA driver's benchmark (lockstep-cuda-bench
 # --json: cuBLAS as the peer, a device-to-device copy as the floor) on each
 # CUDA device, and writes a Markdown page and PNG plots (gnuplot) to the
-# output directory (docs/bench/ by default):
+# output directory (bench-report/ in the current directory, the build tree
+# under make, by default; `make bench-snapshot` then copies the plots to
+# docs/performance/ in the source tree, the README's snapshot):
 #   index.md             the machine, and one table per device
 #   ratio.png            peer time / Lockstep time per case and CPU device
 #                        (1 = as fast as the peer; against a streaming floor,
@@ -22,14 +24,17 @@
 # Usage: scripts/bench-report.sh [-l LOCKSTEP] [-c CUDA_BENCH] [-o OUTDIR]
 #                                [-d "DEV ..."] [-f "BENCH FLAGS"] [-j DIR]
 #   -l  the lockstep binary (default: tools/lockstep, then lockstep on PATH)
-#   -c  lockstep-cuda-bench (default: backends/cuda/lockstep-cuda-bench of a
-#       build configured with CUDA); without it CUDA devices are skipped
+#   -c  lockstep-cuda-bench (default: bench/cuda/lockstep-cuda-bench, else
+#       backends/cuda/lockstep-cuda-bench, of a build configured with CUDA);
+#       without it CUDA devices are skipped
 #   -d  devices (default: every non-emulated device `lockstep info` lists,
 #       except the reference, which is the specification, not a fast path,
 #       and plain "cpu", which is one of the cpu:<isa> devices again)
 #   -f  flags for `lockstep bench` (default: none; "--quick" for a short run,
 #       which lockstep-cuda-bench takes too)
 #   -j  re-plot the <device>.json files already in DIR (no benchmarking)
+#   A peer that was not there (OpenBLAS, the ternary peers that
+#   scripts/get-peers.sh builds) is a "skip" row with the bench's reason.
 #   PEAK_GFLOPS=N in the environment draws the compute peak on compute.png;
 #   BENCH_NOTE="..." adds a line about the conditions of the run to index.md.
 # Needs: sh, awk, gnuplot (scripts/deps.sh installs it).
@@ -37,7 +42,7 @@ set -eu
 
 LOCKSTEP=""
 CUDA_BENCH=""
-OUT="docs/bench"
+OUT="bench-report"
 DEVICES=""
 FLAGS=""
 JSONDIR=""
@@ -49,7 +54,7 @@ while getopts "l:c:o:d:f:j:h" opt; do
     d) DEVICES=$OPTARG ;;
     f) FLAGS=$OPTARG ;;
     j) JSONDIR=$OPTARG ;;
-    h) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    h) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) exit 2 ;;
     esac
 done
@@ -95,8 +100,10 @@ else
             tr '\n' ' ')
         [ -n "$DEVICES" ] || DEVICES="cpu"
     fi
-    if [ -z "$CUDA_BENCH" ] && [ -x backends/cuda/lockstep-cuda-bench ]; then
-        CUDA_BENCH=backends/cuda/lockstep-cuda-bench
+    if [ -z "$CUDA_BENCH" ]; then
+        for c in bench/cuda/lockstep-cuda-bench backends/cuda/lockstep-cuda-bench; do
+            if [ -x "$c" ]; then CUDA_BENCH=$c; break; fi
+        done
     fi
     for d in $DEVICES; do
         f=$(echo "$d" | tr ':@/' '___')
@@ -125,7 +132,9 @@ else
     done
 fi
 
-# One line per case: device name lk_ms peer peer_ms ratio gflops gbps.
+# One line per case: device name lk_ms peer peer_ms ratio gflops gbps skip
+# (skip: why the peer was not there; a case that exists for its peer alone
+# then has no times, and is in the tables but in no plot).
 # The bench prints one case per line, so a line-wise awk parse suffices.
 for j in "$TMP"/*.json; do
     [ -f "$j" ] || continue
@@ -133,11 +142,12 @@ for j in "$TMP"/*.json; do
     function str(k,   m) { if (match($0, "\"" k "\": \"[^\"]*\"")) { m = substr($0, RSTART, RLENGTH); sub("^\"" k "\": \"", "", m); sub("\"$", "", m); return m } return "" }
     function num(k,   m) { if (match($0, "\"" k "\": -?[0-9.eE+-]+")) { m = substr($0, RSTART, RLENGTH); sub("^\"" k "\": ", "", m); return m + 0 } return 0 }
     NR == 1 { dev = str("device"); desc = str("description"); thr = num("threads"); printf "#dev\t%s\t%s\t%d\t%g\t%g\n", dev, desc, thr, num("copy_gbps"), num("peak_gflops") }
-    /"name":/ && !/"error"/ { printf "%s\t%s\t%g\t%s\t%g\t%g\t%g\t%g\n", dev, str("name"), num("lockstep_ms"), str("peer"), num("peer_ms"), num("ratio"), num("gflops"), num("gbps") }
+    /"name":/ && !/"error"/ { printf "%s\t%s\t%g\t%s\t%g\t%g\t%g\t%g\t%s\n", dev, str("name"), num("lockstep_ms"), str("peer"), num("peer_ms"), num("ratio"), num("gflops"), num("gbps"), str("skipped") }
     ' "$j"
 done >"$TMP/all.tsv"
 
-grep -v '^#' "$TMP/all.tsv" >"$TMP/cases.tsv" || true
+grep -v '^#' "$TMP/all.tsv" >"$TMP/rows.tsv" || true
+awk -F'\t' '$3 > 0' "$TMP/rows.tsv" >"$TMP/cases.tsv"
 [ -s "$TMP/cases.tsv" ] || { echo "bench-report: no results to plot" >&2; exit 1; }
 devs=$(grep '^#dev' "$TMP/all.tsv" | cut -f2)
 
@@ -264,11 +274,12 @@ plot bandwidth "Bandwidth-bound cases: GB/s of Lockstep (filled) and of the stre
         echo "| --- | --- | --- | --- | --- | --- |"
         awk -F'\t' -v d="$d" '
         function t(ms) { return ms >= 1 ? sprintf("%.3f ms", ms) : ms >= 0.01 ? sprintf("%.1f us", ms * 1e3) : sprintf("%.2f us", ms * 1e3) }
+        $1 == d && $3 <= 0 { printf "| %s | - | skip: %s | - | - | - |\n", $2, $9; next }
         $1 == d {
             rate = $7 > 0 ? sprintf("%.1f GFLOP/s", $7) : sprintf("%.1f GB/s", $8)
-            pt = $5 > 0 ? t($5) : "-"
+            pt = $5 > 0 ? t($5) : $9 != "" ? "skip: " $9 : "-"
             r = $5 > 0 ? sprintf("%.2f", $6) : "-"
-            printf "| %s | %s | %s | %s | %s | %s |\n", $2, t($3), $4, pt, r, rate }' "$TMP/cases.tsv"
+            printf "| %s | %s | %s | %s | %s | %s |\n", $2, t($3), $4, pt, r, rate }' "$TMP/rows.tsv"
         echo
     done
 } >"$OUT/index.md"

@@ -368,13 +368,13 @@ stage_cpubench() {
 
 stage_report() {
   t0=$(now)
-  rm -f "$B"/../docs/bench/*.json # the tarball's: only this run's are copied back
+  rm -rf "$B/bench-report" # only this run's are copied back
   ( cd "$B" && LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" timeout "${REPORT_TIMEOUT:-560}" \
       make bench-report BENCH_DEVICES="$REPORT_DEVICES" BENCH_FLAGS="$REPORT_FLAGS" ) \
       > "$OUT/report.log" 2>&1
   st=$?
   mkdir -p "$OUT/bench-report"
-  cp "$B"/../docs/bench/index.md "$B"/../docs/bench/*.png "$B"/../docs/bench/*.json \
+  cp "$B"/bench-report/index.md "$B"/bench-report/*.png "$B"/bench-report/*.json \
       "$OUT/bench-report/" 2>/dev/null
   grep -E "^bench-report|^## |^\| (gemm|ternary|gemv|sum|rmsnorm)[^|]*\| " "$OUT/bench-report/index.md" \
       2>/dev/null | head -60

@@ -4,17 +4,20 @@
 # benchmark runs: the page has a section per device with its floors, the
 # four plots are PNG files (the GPU's ratios apart from the CPU's), a CUDA
 # device runs the CUDA bench (cuda:N through its --device) and never
-# `lockstep bench`, and the failures say what is wrong: no gnuplot, no CUDA
-# bench, no results.
+# `lockstep bench`, a peer that was not there is a skip row with its
+# reason, the report goes to bench-report/ in the current directory unless
+# told otherwise, and the failures say what is wrong: no gnuplot, no CUDA
+# bench, no results.  Everything is written under a scratch directory.
 #
 # Run from the build directory (as `make check` does); srcdir is the
 # source tree (automake sets it).
 set -u
 LC_ALL=C
 export LC_ALL
-report=${srcdir:-.}/scripts/bench-report.sh
+# absolute: some checks run it from another directory
+report=$(cd "${srcdir:-.}" && pwd)/scripts/bench-report.sh
 
-echo "1..19"
+echo "1..22"
 if [ ! -f "$report" ]; then
     echo "Bail out! no $report (srcdir=${srcdir:-unset})"
     exit 1
@@ -26,14 +29,16 @@ tap_tmp bench-report
 png() { [ -s "$1" ] && [ "$(od -An -tx1 -N8 "$1" | tr -d ' \n')" = 89504e470d0a1a0a ]; }
 
 # Saved runs: a CPU device as `lockstep bench --json` prints it (a
-# bandwidth-bound case, a compute-bound one, and a compute-bound case timed
-# against a read floor) and a GPU as `lockstep-cuda-bench --json` does.
+# bandwidth-bound case, a compute-bound one, a compute-bound case timed
+# against a read floor, and a case whose peer was not there) and a GPU as
+# `lockstep-cuda-bench --json` does.
 mkdir "$tmp/json"
 cat >"$tmp/json/cpu_avx2.json" <<'EOF'
 {"device": "cpu:avx2", "description": "Test CPU, avx2 kernels", "threads": 2, "reps": 5, "openblas": true, "cases": [
   {"name": "gemm.f32.512", "lockstep_ms": 0.6214, "peer": "openblas sgemm", "peer_ms": 0.3669, "ratio": 0.590, "gflops": 431.95, "gbps": 0.00},
-  {"name": "ternary.2560x2560.m1.tq2_0", "lockstep_ms": 0.0124, "peer": "llama.cpp TQ2_0 avx2", "peer_ms": 0.0130, "ratio": 1.048, "gflops": 0.00, "gbps": 132.10},
+  {"name": "ternary.2560x2560.m1.tq2_0", "lockstep_ms": 0.0124, "peer": "llama.cpp TQ2_0", "peer_ms": 0.0130, "ratio": 1.048, "gflops": 0.00, "gbps": 132.10},
   {"name": "ternary.640x2560.m128", "lockstep_ms": 0.8080, "peer": "read floor (same bytes)", "peer_ms": 0.0040, "ratio": 0.005, "gflops": 519.20, "gbps": 0.00},
+  {"name": "ternary.2560x2560.m1.i2_s", "peer": "bitnet.cpp I2_S", "skipped": "bitnet.cpp I2_S: not found in /peers; run scripts/get-peers.sh"},
   {"name": "broken.case", "error": "unsupported"}
 ]}
 EOF
@@ -59,6 +64,8 @@ if command -v gnuplot >/dev/null 2>&1; then
     ok $? "a case over 1 ms in ms"
     ! has "$page" "broken.case"
     ok $? "a case that failed is not in the tables"
+    has "$page" "| ternary.2560x2560.m1.i2_s | - | skip: bitnet.cpp I2_S: not found in /peers; run scripts/get-peers.sh | - | - | - |"
+    ok $? "a case whose peer was not there is a skip row with the reason"
     png "$tmp/out/ratio.png" && png "$tmp/out/ratio-gpu.png" &&
         png "$tmp/out/compute.png" && png "$tmp/out/bandwidth.png"
     ok $? "ratio.png, ratio-gpu.png, compute.png and bandwidth.png are PNG files"
@@ -83,7 +90,7 @@ if command -v gnuplot >/dev/null 2>&1; then
     ok $? "no JSON: exit 1, \"no results to plot\""
 else
     for d in "saved JSON plots" "CPU section" "GPU section" "GPU row" "ms row" "failed case" \
-        "PNG files" "page shows plots" "JSON kept" "CPU only" "no JSON"; do
+        "skip row" "PNG files" "page shows plots" "JSON kept" "CPU only" "no JSON"; do
         skip "$d" "no gnuplot on this machine"
     done
 fi
@@ -133,6 +140,19 @@ has "$tmp/out4/cuda_1.json" '{"device": "cuda:1"' && has "$tmp/out4/index.md" "#
 ok $? "cuda:1's JSON and section carry its name"
 ! has "$tmp/out4/cuda_0.json" "the text goes to stderr"
 ok $? "the CUDA bench's text stays out of its JSON"
+
+# Without -o the report goes to bench-report/ in the current directory (the
+# build tree under make), and without -c the CUDA bench is looked for where
+# a build puts it: bench/cuda/, else backends/cuda/.
+mkdir -p "$tmp/build/bench/cuda"
+(cd "$tmp/build" && sh "$report" -l "$tmp/lockstep" -d "cpu:avx2" >"$tmp/r8.out" 2>&1)
+[ -f "$tmp/build/bench-report/index.md" ] && [ -f "$tmp/build/bench-report/cpu_avx2.json" ]
+ok $? "without -o the page and JSON go to ./bench-report/"
+cp "$tmp/cudabench" "$tmp/build/bench/cuda/lockstep-cuda-bench"
+: >"$tmp/calls"
+(cd "$tmp/build" && sh "$report" -l "$tmp/lockstep" -d "cuda:0" -o "$tmp/out9" >"$tmp/r9.out" 2>&1)
+has "$tmp/calls" "cudabench --json --device cuda:0" && [ -f "$tmp/out9/cuda_0.json" ]
+ok $? "without -c the CUDA bench is found in bench/cuda/"
 
 sh "$report" -l "$tmp/lockstep" -c "$tmp/nowhere" -d "cuda:0" -o "$tmp/out5" >"$tmp/r5.out" 2>&1
 st=$?
