@@ -16,6 +16,7 @@ liblockstep_la_SOURCES += \
 	core/ops_gemm.c \
 	core/ops_reduce.c \
 	core/ops_norm.c \
+	core/ops_softmax.c \
 	core/ops_unary.c \
 	core/ops_binary.c \
 	core/ops_quant.c \
