@@ -10,9 +10,9 @@
  * loaded for the process.  A second topology would cost each context
  * milliseconds and memory to discover the same machine, and a handle of
  * hwloc's own types cannot be part of the driver ABI, which a module built
- * against another hwloc would have to read.  hwloc's own built-in
- * components share its internal structures for the same reason, while its
- * plugins get a narrower interface. */
+ * against another hwloc would have to read.  hwloc's own components,
+ * compiled into libhwloc, use its private headers for the same reason
+ * (docs/drivers.md, "Built-in drivers"). */
 #ifndef LK_CORE_BUILTIN_H
 #define LK_CORE_BUILTIN_H
 
