@@ -4,10 +4,10 @@
  *
  * Each step is one kernel call with the normalised args the core builds
  * for the public op of the composition (core/ops_norm.c, core/weights.c,
- * core/ops_model.c, core/ops_binary.c): the same kernel on the same
- * arguments gives the same bits, which is the whole definition of the op.
- * This file uses nothing of the core (no lk_error): driver modules link it
- * too, and a failing kernel has set its own message. */
+ * core/ops_model.c, core/ops_unary.c, core/ops_binary.c): the same kernel
+ * on the same arguments gives the same bits, which is the whole definition
+ * of the op.  This file uses nothing of the core (no lk_error): the CUDA
+ * module links it too, and a failing kernel has set its own message. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backends/bitnet.h"
+#include "core/builtin.h" /* the declaration lk_host's table is built with */
 
 /* The intermediates of one call: views into the scratch memory. */
 typedef struct bn_views {

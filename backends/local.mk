@@ -1,11 +1,12 @@
 # Backends: the reference (the executable contract), then the drivers.
-noinst_HEADERS += backends/contract.h
 include backends/ref/local.mk
-# lk_bitnet_decode's scratch layout and its composition on any kernel table:
-# the built-in drivers' slot.  In the reference's library because the ref
-# driver's table uses it and modules link that library (tests/drivers); a
-# driver module that does not compiles bitnet.c in itself.
+# lk_bitnet_decode as the composition of its ops on any kernel table: what
+# lk_host's bitnet_compose runs (the CUDA module compiles it in too).
 noinst_HEADERS += backends/bitnet.h
 backends_ref_libref_la_SOURCES += backends/bitnet.c
+# The lk_host services as the reference and CPU kernels reach them; in the
+# reference's library because every user of its kernels links that.
+noinst_HEADERS += backends/host.h
+backends_ref_libref_la_SOURCES += backends/host.c
 include backends/cpu/local.mk
 include backends/cuda/local.mk

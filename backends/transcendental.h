@@ -29,7 +29,7 @@
 
 #include <stdint.h>
 
-#include "backends/scalar.h"
+#include "numerics/scalar.h"
 
 /* ---------------------------------------------------------------- exp
  * x is clamped to [LO, HI]; k = rne(x / ln 2) by the 1.5 * 2^23 shift;

@@ -9,7 +9,7 @@
 #include "core/core.h"
 #include "core/error.h"
 #include "core/topology.h"
-#include "core/fpenv.h"
+#include "numerics/fpenv.h"
 
 static lk_status lk_context_create_unguarded(lk_context **out)
 {

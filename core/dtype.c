@@ -1,13 +1,13 @@
 /* Lockstep core: dtype names and sizes, and the contract's conversions
- * exported for host code (the inline versions live in backends/scalar.h). */
+ * exported for host code (the inline versions live in numerics/scalar.h). */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 
 #include <lockstep/types.h>
 
-#include "backends/scalar.h"
 #include "core/dtype.h"
+#include "numerics/scalar.h"
 
 LK_API const char *lk_dtype_name(lk_dtype dtype)
 {

@@ -15,7 +15,7 @@
 #include "core/capture.h"
 #include "core/core.h"
 #include "core/error.h"
-#include "core/fpenv.h"
+#include "numerics/fpenv.h"
 
 #define LK_KSLOT_MEMBER_(slot, type) type slot;
 

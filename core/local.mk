@@ -1,5 +1,5 @@
 # The core: context, registry, loader, topology, validation, dispatch.
-noinst_HEADERS += core/error.h core/fpenv.h core/core.h core/dtype.h core/memory.h \
+noinst_HEADERS += core/builtin.h core/error.h core/core.h core/dtype.h core/memory.h \
 	core/topology.h core/validate.h core/capture.h
 liblockstep_la_SOURCES += \
 	core/error.c \
@@ -16,6 +16,7 @@ liblockstep_la_SOURCES += \
 	core/ops_gemm.c \
 	core/ops_reduce.c \
 	core/ops_norm.c \
+	core/ops_softmax.c \
 	core/ops_unary.c \
 	core/ops_binary.c \
 	core/ops_quant.c \

@@ -19,7 +19,7 @@
 #include "core/core.h"
 #include "core/error.h"
 #include "core/memory.h"
-#include "core/fpenv.h"
+#include "numerics/fpenv.h"
 
 #define LK_ALIGN 64
 

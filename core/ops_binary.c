@@ -1,5 +1,4 @@
-/* Lockstep core: element-wise binary ops and the gating lk_glu (docs/numerics.md
- * section 7). */
+/* Lockstep core: element-wise binary ops (docs/numerics.md section 7). */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -28,25 +27,4 @@ LK_API lk_status lk_binary(lk_queue *q, lk_binary_op op, const lk_tensor *a, con
     LK_V_TRY(lk_v_finish(&v));
     r.op = op;
     LK_V_RUN(&v, LK_OP_BINARY, binary, r, r.a.rows == 0 || r.a.cols == 0);
-}
-
-/* Gating of a gated FFN (numerics.md section 7.10): y = unary(op, gate) * up. */
-LK_API lk_status lk_glu(lk_queue *q, lk_unary_op op, const lk_tensor *gate, const lk_tensor *up,
-                        const lk_tensor *y)
-{
-    lk_validator v;
-    lk_glu_args r;
-    memset(&r, 0, sizeof r);
-    LK_V_TRY(lk_v_begin(&v, "lk_glu", q));
-    if (op < LK_UNARY_COPY || op > LK_UNARY_ERF)
-        return lk_error(LK_ERR_INVALID_ARGUMENT, "lk_glu: op: %d is not an lk_unary_op",
-                        (int)op);
-    LK_V_TRY(lk_v_tensor(&v, "gate", gate, &r.gate, LK_DT_FLOAT, LK_V_IN, 1));
-    LK_V_TRY(lk_v_tensor(&v, "up", up, &r.up, LK_DT_FLOAT, LK_V_IN, 1));
-    LK_V_TRY(lk_v_tensor(&v, "y", y, &r.y, LK_DT_FLOAT, LK_V_OUT | LK_V_INPLACE, 1));
-    LK_V_TRY(lk_v_dims(&v, "up", &r.up, r.gate.rows, "gate rows", r.gate.cols, "gate cols"));
-    LK_V_TRY(lk_v_dims(&v, "y", &r.y, r.gate.rows, "gate rows", r.gate.cols, "gate cols"));
-    LK_V_TRY(lk_v_finish(&v));
-    r.op = op;
-    LK_V_RUN(&v, LK_OP_GLU, glu, r, r.gate.rows == 0 || r.gate.cols == 0);
 }

@@ -18,7 +18,6 @@
 
 #include <lockstep/bitnet.h>
 
-#include "backends/bitnet.h"
 #include "core/validate.h"
 
 #define BN_MAX_CTX ((int64_t)1 << 24) /* lk_attention's cache_len limit */

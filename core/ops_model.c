@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fpenv.h"
 #include "core/validate.h"
+#include "numerics/fpenv.h"
 
 /* x: the positions of an op, LK_I32 rows x 1. */
 static lk_status lk_pos_check(lk_validator *v, const char *name, const lk_tensor *src,

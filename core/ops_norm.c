@@ -1,5 +1,5 @@
-/* Lockstep core: RMSNorm, LayerNorm, softmax, log-softmax (docs/numerics.md
- * section 6). */
+/* Lockstep core: RMSNorm, LayerNorm and RMSNorm fused with quantisation
+ * (docs/numerics.md sections 6 and 8). */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -48,35 +48,6 @@ LK_API lk_status lk_layernorm(lk_queue *q, const lk_tensor *x, const lk_tensor *
     LK_V_TRY(lk_norm_check(&v, &n, x, weight, bias, y));
     n.eps = eps;
     LK_V_RUN(&v, LK_OP_LAYERNORM, layernorm, n, n.x.rows == 0 || n.x.cols == 0);
-}
-
-static lk_status lk_softmax_check(lk_validator *v, lk_softmax_args *s, const lk_tensor *x,
-                                  const lk_tensor *y)
-{
-    LK_V_TRY(lk_v_tensor(v, "x", x, &s->x, LK_DT_FLOAT, LK_V_IN, 1));
-    LK_V_TRY(lk_v_tensor(v, "y", y, &s->y, LK_DT_FLOAT, LK_V_OUT, 1));
-    LK_V_TRY(lk_v_dims(v, "y", &s->y, s->x.rows, "x rows", s->x.cols, "x cols"));
-    return lk_v_finish(v);
-}
-
-LK_API lk_status lk_softmax(lk_queue *q, const lk_tensor *x, const lk_tensor *y)
-{
-    lk_validator v;
-    lk_softmax_args s;
-    memset(&s, 0, sizeof s);
-    LK_V_TRY(lk_v_begin(&v, "lk_softmax", q));
-    LK_V_TRY(lk_softmax_check(&v, &s, x, y));
-    LK_V_RUN(&v, LK_OP_SOFTMAX, softmax, s, s.x.rows == 0 || s.x.cols == 0);
-}
-
-LK_API lk_status lk_log_softmax(lk_queue *q, const lk_tensor *x, const lk_tensor *y)
-{
-    lk_validator v;
-    lk_softmax_args s;
-    memset(&s, 0, sizeof s);
-    LK_V_TRY(lk_v_begin(&v, "lk_log_softmax", q));
-    LK_V_TRY(lk_softmax_check(&v, &s, x, y));
-    LK_V_RUN(&v, LK_OP_LOG_SOFTMAX, log_softmax, s, s.x.rows == 0 || s.x.cols == 0);
 }
 
 /* lk_rmsnorm's rules for x and weight, lk_quantize_act's for xq and scale. */

@@ -11,7 +11,7 @@
 #include "core/capture.h"
 #include "core/core.h"
 #include "core/error.h"
-#include "core/fpenv.h"
+#include "numerics/fpenv.h"
 
 static lk_status lk_queue_create_unguarded(lk_device *dev, const lk_queue_opts *opts, lk_queue **out)
 {

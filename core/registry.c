@@ -14,10 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/ref/ref.h"
-#ifdef LK_HAVE_CPU_DRIVER
-#include "backends/cpu/cpu.h"
-#endif
+#include "core/builtin.h"
 #include "core/core.h"
 #include "core/error.h"
 #include "core/memory.h"
@@ -26,9 +23,9 @@
 typedef const lk_driver *(*lk_builtin_fn)(void);
 
 static const lk_builtin_fn lk_builtins[] = {
-    lk_ref_driver,
+    lk_ref_driver_entry,
 #ifdef LK_HAVE_CPU_DRIVER
-    lk_cpu_driver,
+    lk_cpu_driver_entry,
 #endif
 };
 
@@ -57,6 +54,7 @@ static const lk_host lk_host_table = {
     lk_debug,
     lk_topo_pci_numa_node,
     lk_host_num_cores,
+    lk_bitnet_compose,
 };
 
 const lk_host *lk_host_services(void)

@@ -17,6 +17,7 @@
 #include <hwloc.h>
 #endif
 
+#include "core/builtin.h"
 #include "core/topology.h"
 
 static lk_topo lk_topo_data;

@@ -24,8 +24,4 @@ int lk_topo_thread_numa_node(void);
  * -1 unknown. */
 int lk_topo_pci_numa_node(const char *pci_bus_id);
 
-/* The loaded hwloc_topology_t (read-only, shared), or NULL without hwloc:
- * for built-in drivers that bind worker threads. */
-void *lk_topo_hwloc(void);
-
 #endif

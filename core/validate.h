@@ -19,7 +19,7 @@
 #include "core/core.h"
 #include "core/dtype.h"
 #include "core/error.h"
-#include "core/fpenv.h"
+#include "numerics/fpenv.h"
 
 /* lk_v_tensor flags */
 #define LK_V_IN 0u          /* read by the op */

@@ -11,3 +11,8 @@ examples_cross_check_CPPFLAGS = $(EXAMPLES_CPPFLAGS)
 examples_cross_check_LDADD = liblockstep.la
 
 include examples/bitnet/local.mk
+
+# A driver module to start from (docs/drivers.md).  Not built here: a module
+# builds against an installed Lockstep, which scripts/ci-install.sh does
+# (tests/test_install.sh), from a copy outside the source tree.
+EXTRA_DIST += examples/driver/binary_f32.c

@@ -36,7 +36,7 @@ AC_DEFUN([LK_COMPILER_FLAGS], [
     [], [enable_werror=no])
   AS_IF([test "x$enable_werror" = xyes], [LK_CFLAGS="$LK_CFLAGS -Werror"])
   # -ffast-math in the user's CFLAGS is refused here and again at compile
-  # time by backends/contract.h.
+  # time by numerics/contract.h.
   AS_CASE([" $CFLAGS "], [*" -ffast-math "*|*" -Ofast "*],
     [AC_MSG_ERROR([CFLAGS contains -ffast-math/-Ofast: Lockstep's bit-exact contract cannot hold under it])])
   AC_SUBST([LK_CFLAGS])

@@ -14,7 +14,7 @@ SH_LOG_DRIVER = $(LOG_DRIVER)
 tests_driver_path = $(abs_top_builddir)/tests/drivers/.libs$(lk_cuda_driver_path)
 AM_TESTS_ENVIRONMENT = \
 	LOCKSTEP_DRIVER_PATH='$(tests_driver_path)'; export LOCKSTEP_DRIVER_PATH;
-noinst_HEADERS += tests/tap.h tests/devices.h
+noinst_HEADERS += tests/tap.h tests/devices.h tests/ref_host.h
 
 # Test-only driver modules: built for `make check`, never installed.  A
 # module without -rpath would be a convenience archive, hence the dummy one.

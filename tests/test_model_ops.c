@@ -27,8 +27,8 @@
 
 #include <lockstep.h>
 
-#include "backends/contract.h"
 #include "backends/transcendental.h"
+#include "numerics/contract.h"
 #include "tests/tap.h"
 
 #define SIN_BOUND 2.5 /* numerics.md 12.5: 2.2289 measured over every f32 */

@@ -17,24 +17,15 @@
 #include <string.h>
 
 #include "backends/ref/ref.h"
-#include "backends/scalar.h"
-#include "core/error.h"
+#include "numerics/scalar.h"
+#include "tests/ref_host.h"
 #include "tests/tap.h"
 
 /* ------------------------------------------------------------ plumbing */
 
-/* The kernels report data errors through the core's lk_error; the core is
- * not linked, so the message is kept here. */
-static char last_error[256];
-
-lk_status lk_error(lk_status st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
-    va_end(ap);
-    return st;
-}
+/* The kernels report data errors through the host tests/ref_host.h
+ * gives them; the core is not linked. */
+#define last_error ref_last_error
 
 static uint64_t rng_state;
 
@@ -937,6 +928,7 @@ static void test_binary(void)
 
 int main(void)
 {
+    ref_host_install();
     rng_state = tap_seed();
     test_gemm_contract_order(); /* 6 */
     test_gemm_epilogue_and_batch(); /* 2 */

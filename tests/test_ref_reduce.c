@@ -28,23 +28,14 @@
 
 #include "backends/ref/ref.h"
 #include "backends/ref/transcendental.h"
-#include "core/error.h"
+#include "tests/ref_host.h"
 #include "tests/tap.h"
 
 #define U 0x1p-24 /* unit roundoff of binary32 */
 
-/* The kernels report failures (no memory) through the core's lk_error;
- * the core is not linked, so the message is kept here. */
-static char last_error[256];
-
-lk_status lk_error(lk_status st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
-    va_end(ap);
-    return st;
-}
+/* The kernels report failures (no memory) through the host
+ * tests/ref_host.h gives them; the core is not linked. */
+#define last_error ref_last_error
 
 /* ------------------------------------------------------------ random */
 
@@ -1067,6 +1058,7 @@ static void test_out_of_memory(void)
 
 int main(void)
 {
+    ref_host_install();
     rng_state = tap_seed();
 
     test_random_bits();

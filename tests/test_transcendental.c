@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "backends/ref/ref.h"
-#include "backends/scalar.h"
+#include "numerics/scalar.h"
 #include "tests/tap.h"
 #include "tests/transcendental_ref.h"
 

@@ -1,4 +1,11 @@
-/* Lockstep CPU driver: devices, queues and the kernel tables.
+/* Lockstep CPU driver: the built-in "cpu" driver; devices, queues and the
+ * kernel tables.
+ *
+ * Devices: "cpu" (the best variant this machine runs natively, or the one
+ * LOCKSTEP_CPU_ISA names), one device per native variant ("cpu:avx2",
+ * "cpu:avx-vnni", "cpu:avx512-vnni") so that they can be compared, and with
+ * --enable-emulated-isa every x86 variant compiled against SIMDe
+ * ("cpu:avx2@simde", ...; emulated, never chosen by "auto").
  *
  * The variant of "cpu" is chosen once, at init, from CPUID+XGETBV
  * (isa.c), or from LOCKSTEP_CPU_ISA; the other devices expose every
@@ -12,11 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/bitnet.h"
-#include "backends/cpu/cpu.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/threads.h"
 #include "backends/cpu/variants.h"
+#include "backends/host.h"
+#include "core/builtin.h"
 
 #define LK_CPU_MAX_DEVICES (1 + 2 * LK_CPU_ISA_COUNT_)
 
@@ -85,11 +92,12 @@ static lk_status lk_cpu_queue_sync(void *queue)
     return LK_OK;
 }
 
-/* lk_bitnet_decode: the composition on this variant's own kernels (host
- * memory: the cache rows are computed here), each on the queue's threads. */
+/* lk_bitnet_decode: the host's composition on this variant's own kernels
+ * (host memory: the cache rows are computed there), each on the queue's
+ * threads. */
 static lk_status lk_cpu_bitnet_decode(void *queue, const lk_bitnet_args *a)
 {
-    return lk_bitnet_compose(&((lk_cpu_queue *)queue)->dev->iface.kernels, queue, a, 0);
+    return lk_backend_host()->bitnet_compose(&((lk_cpu_queue *)queue)->dev->iface.kernels, queue, a, 0);
 }
 
 static void lk_cpu_add(lk_cpu_state *s, const char *name, lk_cpu_isa isa, int emulated,
@@ -177,6 +185,7 @@ static lk_status lk_cpu_init(const lk_host *host, void **drv)
 {
     lk_cpu_isa best;
     int best_emulated;
+    lk_backend_host_set(host); /* the kernels' error messages, the core count */
     lk_status st = lk_cpu_choose(host, &best, &best_emulated);
     if (st != LK_OK)
         return st;
@@ -231,4 +240,4 @@ static const lk_driver lk_cpu_drv = {
     .device_close = NULL,
 };
 
-const lk_driver *lk_cpu_driver(void) { return &lk_cpu_drv; }
+const lk_driver *lk_cpu_driver_entry(void) { return &lk_cpu_drv; }

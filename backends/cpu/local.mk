@@ -7,7 +7,7 @@
 # own -m flags (only those files get them), and with --enable-emulated-isa
 # the same files are compiled once more against SIMDe with no ISA flags.
 noinst_HEADERS += \
-	backends/cpu/cpu.h backends/cpu/isa.h backends/cpu/threads.h \
+	backends/cpu/isa.h backends/cpu/threads.h \
 	backends/cpu/variants.h backends/cpu/simd.h backends/cpu/simde_compat.h \
 	backends/cpu/avx2/vec.h backends/cpu/avx_vnni/vec.h backends/cpu/avx512/vec.h \
 	backends/cpu/neon/vec.h backends/cpu/neon/m256.h backends/cpu/neon/simde_compat.h \

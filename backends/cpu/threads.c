@@ -15,9 +15,9 @@
 #endif
 
 #include "backends/cpu/threads.h"
-#include "core/error.h"
-#include "core/fpenv.h"
-#include "core/topology.h"
+#include "backends/host.h"
+#include "core/builtin.h" /* lk_topo_hwloc: why is said there */
+#include "numerics/fpenv.h"
 
 #define LK_MAX_THREADS 1024
 
@@ -44,16 +44,16 @@ int lk_cpu_threads_default(void)
     int n;
     if (lk_env_threads(&n) == 1)
         return n;
-    return lk_topo_get()->cores;
+    return lk_backend_num_cores();
 }
 
 lk_status lk_cpu_threads_resolve(const lk_queue_opts *opts, int *nthreads)
 {
     if (opts != NULL && opts->num_threads != 0) {
         if (opts->num_threads < 0 || opts->num_threads > LK_MAX_THREADS)
-            return lk_error(LK_ERR_INVALID_ARGUMENT,
-                            "lk_queue_create: num_threads = %d (expected 0 for the default, or 1 to %d)",
-                            opts->num_threads, LK_MAX_THREADS);
+            return lk_kernel_error(LK_ERR_INVALID_ARGUMENT,
+                                   "lk_queue_create: num_threads = %d (expected 0 for the default, or 1 to %d)",
+                                   opts->num_threads, LK_MAX_THREADS);
         *nthreads = opts->num_threads;
         return LK_OK;
     }
@@ -63,11 +63,11 @@ lk_status lk_cpu_threads_resolve(const lk_queue_opts *opts, int *nthreads)
         *nthreads = n;
         return LK_OK;
     case -1:
-        return lk_error(LK_ERR_INVALID_ARGUMENT,
-                        "LOCKSTEP_NUM_THREADS=\"%s\" is not a thread count from 1 to %d",
-                        getenv("LOCKSTEP_NUM_THREADS"), LK_MAX_THREADS);
+        return lk_kernel_error(LK_ERR_INVALID_ARGUMENT,
+                               "LOCKSTEP_NUM_THREADS=\"%s\" is not a thread count from 1 to %d",
+                               getenv("LOCKSTEP_NUM_THREADS"), LK_MAX_THREADS);
     default:
-        *nthreads = lk_topo_get()->cores;
+        *nthreads = lk_backend_num_cores();
         return LK_OK;
     }
 }
@@ -80,7 +80,7 @@ void *lk_cpu_scratch(lk_cpu_queue *q, size_t bytes, const char *who)
         return q->scratch;
     void *p = NULL;
     if (posix_memalign(&p, 64, bytes) != 0) {
-        lk_error(LK_ERR_OUT_OF_MEMORY, "%s: no memory for %zu bytes of scratch", who, bytes);
+        lk_kernel_error(LK_ERR_OUT_OF_MEMORY, "%s: no memory for %zu bytes of scratch", who, bytes);
         return NULL;
     }
     free(q->scratch);

@@ -21,10 +21,10 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "backends/contract.h"
+#include "numerics/contract.h"
 #include "backends/cuda/driver.h"
 #include "backends/cuda/launch.cuh"
-#include "backends/scalar.h"
+#include "numerics/scalar.h"
 
 #define LK_FULL_MASK 0xffffffffu
 #define LK_WARP 32

@@ -73,7 +73,7 @@ lk_nvcc_compile = $(LIBTOOL) $(AM_V_lt) --tag=CC --mode=compile \
 .cu.lo:
 	$(AM_V_NVCC)$(MKDIR_P) $(@D) && $(lk_nvcc_compile) -c -o $@ $<
 
-$(lk_cuda_kernels:.cu=.lo): $(lk_cuda_headers) backends/contract.h backends/scalar.h \
+$(lk_cuda_kernels:.cu=.lo): $(lk_cuda_headers) numerics/contract.h numerics/scalar.h \
 	backends/transcendental.h backends/rope.h backends/bitnet.h \
 	include/lockstep/driver.h
 

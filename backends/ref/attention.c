@@ -8,13 +8,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "backends/contract.h"
+#include "backends/host.h"
 #include "backends/ref/lanes.h"
 #include "backends/ref/load_store.h"
 #include "backends/ref/ref.h"
 #include "backends/ref/transcendental.h"
-#include "backends/scalar.h"
-#include "core/error.h"
+#include "numerics/contract.h"
+#include "numerics/scalar.h"
 
 /* Element (r, c) of matrix b of t. */
 static float at(const lk_tensor *t, int64_t b, int64_t r, int64_t c)
@@ -29,8 +29,8 @@ lk_status lk_ref_attention(const lk_attention_args *a)
     if (L > 0) {
         e = (uint64_t)L <= SIZE_MAX / sizeof *e ? malloc((size_t)L * sizeof *e) : NULL;
         if (e == NULL)
-            return lk_error(LK_ERR_OUT_OF_MEMORY,
-                            "lk_attention: no memory for %lld scores", (long long)L);
+            return lk_kernel_error(LK_ERR_OUT_OF_MEMORY,
+                                   "lk_attention: no memory for %lld scores", (long long)L);
     }
     for (int64_t b = 0; b < a->batch; b++) {
         for (int64_t t = 0; t < a->tokens; t++) {

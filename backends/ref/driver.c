@@ -9,8 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backends/bitnet.h"
+#include "backends/host.h"
 #include "backends/ref/ref.h"
+#include "core/builtin.h"
 
 /* The kernels of the driver ABI take a queue; the reference needs none. */
 #define LK_REF_ADAPT(op, type)                                                      \
@@ -44,11 +45,11 @@ LK_REF_ADAPT(glu, lk_glu_args)
 
 static const lk_device_iface lk_ref_iface;
 
-/* lk_bitnet_decode: the composition on the reference kernels (host
- * memory: the cache rows are computed here). */
+/* lk_bitnet_decode: the host's composition on the reference kernels (host
+ * memory: the cache rows are computed there), as a module would run it. */
 static lk_status lk_ref_q_bitnet_decode(void *queue, const lk_bitnet_args *a)
 {
-    return lk_bitnet_compose(&lk_ref_iface.kernels, queue, a, 0);
+    return lk_backend_host()->bitnet_compose(&lk_ref_iface.kernels, queue, a, 0);
 }
 
 static void lk_ref_props(void *dev, lk_device_props *p)
@@ -101,7 +102,7 @@ static char lk_ref_token;
 
 static lk_status lk_ref_init(const lk_host *host, void **drv)
 {
-    (void)host;
+    lk_backend_host_set(host); /* the kernels' error messages */
     *drv = &lk_ref_token;
     return LK_OK;
 }
@@ -135,7 +136,7 @@ static const lk_driver lk_ref_drv = {
     .device_close = NULL,
 };
 
-const lk_driver *lk_ref_driver(void)
+const lk_driver *lk_ref_driver_entry(void)
 {
     return &lk_ref_drv;
 }

@@ -7,9 +7,9 @@
  * dtypes need no buffers and the kernel cannot fail. */
 #include <math.h>
 
-#include "backends/contract.h"
 #include "backends/ref/load_store.h"
 #include "backends/ref/ref.h"
+#include "numerics/contract.h"
 
 /* op(A)[m, k] of matrix b: a is M x K, or K x M when transposed. */
 static float load_a(const lk_gemm_args *g, int64_t b, int64_t m, int64_t k)

@@ -6,8 +6,8 @@
  * count fits in one chunk.  The arithmetic is exactly the contract's. */
 #include <math.h>
 
-#include "backends/contract.h"
 #include "backends/ref/lanes.h"
+#include "numerics/contract.h"
 
 #define MAX_LEVELS 8 /* 4096^6 > 2^63: six levels cover any int64 row */
 

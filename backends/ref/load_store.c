@@ -1,8 +1,8 @@
 /* Lockstep reference: element loads and stores (numerics.md section 3),
- * built on the conversions of backends/scalar.h. */
+ * built on the conversions of numerics/scalar.h. */
 #include "backends/ref/load_store.h"
 
-#include "backends/scalar.h"
+#include "numerics/scalar.h"
 
 float lk_ref_load(const void *base, lk_dtype dt, int64_t index)
 {

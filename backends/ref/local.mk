@@ -1,5 +1,5 @@
 # The reference backend: the executable contract.
-noinst_HEADERS += backends/ref/ref.h backends/scalar.h
+noinst_HEADERS += backends/ref/ref.h
 noinst_LTLIBRARIES += backends/ref/libref.la
 backends_ref_libref_la_CFLAGS = $(AM_CFLAGS)
 backends_ref_libref_la_SOURCES = \

@@ -11,10 +11,10 @@
  * special values included. */
 #include <stdint.h>
 
-#include "backends/contract.h"
 #include "backends/ref/load_store.h"
 #include "backends/ref/ref.h"
-#include "backends/scalar.h"
+#include "numerics/contract.h"
+#include "numerics/scalar.h"
 
 /* A decoded finite number: value = (neg ? -1 : 1) * sig * 2^(exp - frac),
  * exp the unbiased exponent clamped to the type's minimum (subnormals keep

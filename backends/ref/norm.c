@@ -4,10 +4,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "backends/host.h"
 #include "backends/ref/lanes.h"
 #include "backends/ref/load_store.h"
 #include "backends/ref/ref.h"
-#include "core/error.h"
 
 /* The widened x row, and the weight and bias rows when present (they are
  * 1 x n, loaded once for all rows). */
@@ -24,8 +24,8 @@ static lk_status rows_alloc(norm_rows *nr, const lk_norm_args *a, int use_bias,
                 ? malloc((size_t)n * count * sizeof(float))
                 : NULL;
     if (nr->x == NULL)
-        return lk_error(LK_ERR_OUT_OF_MEMORY, "%s: no memory for a row of %lld elements",
-                        op, (long long)n);
+        return lk_kernel_error(LK_ERR_OUT_OF_MEMORY, "%s: no memory for a row of %lld elements",
+                               op, (long long)n);
     float *next = nr->x + n;
     nr->w = nr->b = NULL;
     if (a->weight.data != NULL) {
@@ -119,8 +119,9 @@ lk_status lk_ref_rmsnorm_quantize(const lk_norm_quant_args *a)
         return LK_OK;
     float *y = (uint64_t)n <= SIZE_MAX / sizeof(float) ? malloc((size_t)n * sizeof(float)) : NULL;
     if (y == NULL)
-        return lk_error(LK_ERR_OUT_OF_MEMORY,
-                        "lk_rmsnorm_quantize: no memory for a row of %lld elements", (long long)n);
+        return lk_kernel_error(LK_ERR_OUT_OF_MEMORY,
+                               "lk_rmsnorm_quantize: no memory for a row of %lld elements",
+                               (long long)n);
     lk_status st = LK_OK;
     for (int64_t r = 0; r < a->x.rows && st == LK_OK; r++) {
         lk_norm_args na = {0};

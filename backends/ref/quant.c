@@ -3,12 +3,12 @@
  * tensor by absmean. */
 #include <stdlib.h>
 
+#include "backends/host.h"
 #include "backends/ref/lanes.h"
 #include "backends/ref/load_store.h"
 #include "backends/ref/ref.h"
 #include "backends/ref/t2.h"
-#include "backends/scalar.h"
-#include "core/error.h"
+#include "numerics/scalar.h"
 
 /* rne(clamp(v, lo, hi)) with NaN mapped to 0 first, as an int8. */
 static int8_t quantize(float v, float lo, float hi)
@@ -50,9 +50,9 @@ lk_status lk_ref_quantize_ternary(const lk_quant_args *a)
         free(absrow);
         free(rs);
         free(t);
-        return lk_error(LK_ERR_OUT_OF_MEMORY,
-                        "lk_quantize_ternary: no memory for a %lld x %lld tensor",
-                        (long long)n, (long long)k);
+        return lk_kernel_error(LK_ERR_OUT_OF_MEMORY,
+                               "lk_quantize_ternary: no memory for a %lld x %lld tensor",
+                               (long long)n, (long long)k);
     }
 
     for (int64_t r = 0; r < n; r++) {

@@ -4,11 +4,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "backends/host.h"
 #include "backends/ref/lanes.h"
 #include "backends/ref/load_store.h"
 #include "backends/ref/ref.h"
-#include "backends/scalar.h"
-#include "core/error.h"
+#include "numerics/scalar.h"
 
 /* Position of x in the total order NaN > +Inf > ... > +0 > -0 > ... > -Inf:
  * the usual sign-magnitude to two's-complement flip, with every NaN above
@@ -80,7 +80,7 @@ lk_status lk_ref_reduce(const lk_reduce_args *a)
     case LK_REDUCE_VAR: case LK_REDUCE_VAR_UNBIASED: case LK_REDUCE_ARGMAX:
         break;
     default:
-        return lk_error(LK_ERR_INVALID_ARGUMENT, "lk_reduce: unknown op %d", (int)a->op);
+        return lk_kernel_error(LK_ERR_INVALID_ARGUMENT, "lk_reduce: unknown op %d", (int)a->op);
     }
     if (x->rows == 0)
         return LK_OK;
@@ -89,8 +89,8 @@ lk_status lk_ref_reduce(const lk_reduce_args *a)
     float *row = (uint64_t)n <= SIZE_MAX / sizeof *row ? malloc((size_t)n * sizeof *row)
                                                        : NULL;
     if (row == NULL)
-        return lk_error(LK_ERR_OUT_OF_MEMORY,
-                        "lk_reduce: no memory for a row of %lld elements", (long long)n);
+        return lk_kernel_error(LK_ERR_OUT_OF_MEMORY,
+                               "lk_reduce: no memory for a row of %lld elements", (long long)n);
 
     for (int64_t r = 0; r < x->rows; r++) {
         lk_ref_load_row(x, r, row);

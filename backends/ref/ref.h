@@ -10,9 +10,6 @@
 
 #include <lockstep/driver.h>
 
-/* The built-in "ref" driver (one device, host memory). */
-const lk_driver *lk_ref_driver(void);
-
 /* The reference kernels, without a queue. */
 lk_status lk_ref_gemm(const lk_gemm_args *a);
 lk_status lk_ref_reduce(const lk_reduce_args *a);

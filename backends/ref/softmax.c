@@ -3,12 +3,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "backends/host.h"
 #include "backends/ref/lanes.h"
 #include "backends/ref/load_store.h"
 #include "backends/ref/ref.h"
 #include "backends/ref/transcendental.h"
-#include "backends/scalar.h"
-#include "core/error.h"
+#include "numerics/scalar.h"
 
 /* Two rows of n floats in one block, allocated before any row is written. */
 static float *rows_alloc(int64_t n, const char *op)
@@ -16,8 +16,8 @@ static float *rows_alloc(int64_t n, const char *op)
     float *p = (uint64_t)n <= SIZE_MAX / (2 * sizeof *p) ? malloc((size_t)n * 2 * sizeof *p)
                                                          : NULL;
     if (p == NULL)
-        lk_error(LK_ERR_OUT_OF_MEMORY, "%s: no memory for a row of %lld elements", op,
-                 (long long)n);
+        lk_kernel_error(LK_ERR_OUT_OF_MEMORY, "%s: no memory for a row of %lld elements", op,
+                        (long long)n);
     return p;
 }
 

@@ -1,9 +1,9 @@
 /* Lockstep reference: packing to and from LK_T2 (docs/formats.md) and the
  * ternary GEMM (docs/numerics.md section 9). */
+#include "backends/host.h"
 #include "backends/ref/qgemm_epilogue.h"
 #include "backends/ref/ref.h"
 #include "backends/ref/t2.h"
-#include "core/error.h"
 
 lk_status lk_ref_ternary_pack(const lk_pack_args *p)
 {
@@ -13,9 +13,9 @@ lk_status lk_ref_ternary_pack(const lk_pack_args *p)
         const int8_t *src = (const int8_t *)w->data + r * w->ld;
         for (int64_t c = 0; c < w->cols; c++)
             if (src[c] < -1 || src[c] > 1)
-                return lk_error(LK_ERR_INVALID_VALUE,
-                                "lk_ternary_pack: w[%lld, %lld] = %d is not -1, 0 or 1",
-                                (long long)r, (long long)c, (int)src[c]);
+                return lk_kernel_error(LK_ERR_INVALID_VALUE,
+                                       "lk_ternary_pack: w[%lld, %lld] = %d is not -1, 0 or 1",
+                                       (long long)r, (long long)c, (int)src[c]);
     }
     for (int64_t r = 0; r < w->rows; r++)
         lk_t2_pack_row((const int8_t *)w->data + r * w->ld, w->cols, lk_t2_row(&p->dst, r));

@@ -6,7 +6,7 @@
 #include "backends/ref/load_store.h"
 #include "backends/ref/ref.h"
 #include "backends/ref/transcendental.h"
-#include "backends/scalar.h"
+#include "numerics/scalar.h"
 
 /* relu(x): NaN -> NaN, else x > 0 ? x : +0 (so relu(-0) = +0). */
 static float relu(float x)

@@ -27,7 +27,7 @@
 
 LK_BEGIN_DECLS
 
-#define LK_DRIVER_ABI_VERSION 1u
+#define LK_DRIVER_ABI_VERSION 2u
 #define LK_DRIVER_ENTRY_SYMBOL "lockstep_driver_entry"
 
 #if defined(__GNUC__)
@@ -190,13 +190,80 @@ typedef struct lk_bitnet_args {
     const lk_bitnet_layer_args *layers; /* n_layers of them; the core owns them */
     lk_tensor x, pos;    /* f32 batch x dim (in and out); LK_I32 batch x 1 */
     /* lk_bitnet_decode_scratch() bytes of the queue's device, laid out as
-     * backends/bitnet.h says; positions are checked in [0, ctx) by the
+     * lk_bitnet_layout_of says (below); positions are checked in [0, ctx) by the
      * core before the kernel runs, except under capture (queue_capturing):
      * then the kernel checks them, writes nothing when one is outside, and
      * queue_sync reports it (LK_ERR_RANGE) */
     void *scratch;
     size_t scratch_bytes;
 } lk_bitnet_args;
+
+/* lk_bitnet_args.scratch, in this order, each region starting on a
+ * 256-byte boundary (the core sizes it with this function, so a driver
+ * reads the same offsets):
+ *   sync  256 bytes        free for a driver's own use (the CUDA kernel's
+ *                          grid barrier; the composition leaves it alone)
+ *   idx   int32 batch      the cache row of each sequence: b ctx + pos[b]
+ *   xs    f32 batch        the activation scales
+ *   xq    int8 batch x kq  (kq = the widest K: max(dim, qd, ffn), rounded
+ *                          up to 16)
+ *   qkv   f32 batch x (qd + 2 kvd)
+ *   att   f32 batch x qd
+ *   gu    f32 batch x 2 ffn
+ *   g     f32 batch x ffn
+ * with qd = n_head head_dim, kvd = n_kv head_dim. */
+typedef struct lk_bitnet_layout {
+    size_t sync, idx, xs, xq, qkv, att, gu, g; /* byte offsets */
+    size_t total;                              /* bytes in all */
+    int64_t kq;                                /* xq's row pitch */
+} lk_bitnet_layout;
+
+/* a * b into *r, 0 on overflow (both >= 0) */
+static inline int lk_bitnet_mul(size_t a, size_t b, size_t *r)
+{
+    if (b != 0 && a > SIZE_MAX / b)
+        return 0;
+    *r = a * b;
+    return 1;
+}
+
+/* The layout for this shape; 0 when a size overflows or a dimension is
+ * not positive. */
+static inline int lk_bitnet_layout_of(int64_t batch, int64_t dim, int64_t n_head, int64_t n_kv,
+                                      int64_t head_dim, int64_t ffn, lk_bitnet_layout *L)
+{
+    const int64_t lim = (int64_t)1 << 40;
+    if (batch <= 0 || dim <= 0 || n_head <= 0 || n_kv <= 0 || head_dim <= 0 || ffn <= 0 ||
+        batch > lim || dim > lim || n_head > lim || n_kv > lim || head_dim > lim || ffn > lim)
+        return 0;
+    size_t qd, kvd, kq, sz[8];
+    if (!lk_bitnet_mul((size_t)n_head, (size_t)head_dim, &qd) ||
+        !lk_bitnet_mul((size_t)n_kv, (size_t)head_dim, &kvd) || qd > (size_t)lim ||
+        kvd > (size_t)lim)
+        return 0;
+    kq = (size_t)dim > qd ? (size_t)dim : qd;
+    kq = kq > (size_t)ffn ? kq : (size_t)ffn;
+    kq = (kq + 15) / 16 * 16;
+    const size_t b = (size_t)batch;
+    sz[0] = 256;
+    if (!lk_bitnet_mul(b, 4, &sz[1]) || !lk_bitnet_mul(b, 4, &sz[2]) ||
+        !lk_bitnet_mul(b, kq, &sz[3]) || !lk_bitnet_mul(b, 4 * (qd + 2 * kvd), &sz[4]) ||
+        !lk_bitnet_mul(b, 4 * qd, &sz[5]) || !lk_bitnet_mul(b, 8 * (size_t)ffn, &sz[6]) ||
+        !lk_bitnet_mul(b, 4 * (size_t)ffn, &sz[7]))
+        return 0;
+    size_t off[8], at = 0;
+    for (int i = 0; i < 8; i++) {
+        off[i] = at;
+        if (sz[i] > SIZE_MAX - at - 255)
+            return 0;
+        at = (at + sz[i] + 255) / 256 * 256;
+    }
+    L->sync = off[0], L->idx = off[1], L->xs = off[2], L->xq = off[3], L->qkv = off[4];
+    L->att = off[5], L->gu = off[6], L->g = off[7];
+    L->total = at;
+    L->kq = (int64_t)kq;
+    return 1;
+}
 
 typedef struct lk_kernels {
     lk_status (*gemm)(void *queue, const lk_gemm_args *args);
@@ -237,8 +304,8 @@ typedef struct lk_kernels {
     /* lk_rmsnorm_ternary_linear: NULL means the core runs rmsnorm_quantize
      * then ternary_linear (or its own fallback without ternary_linear). */
     lk_status (*rmsnorm_ternary_linear)(void *queue, const lk_norm_linear_args *args);
-    /* lk_bitnet_decode: NULL means LK_ERR_UNSUPPORTED.  backends/bitnet.c's
-     * lk_bitnet_compose runs the composition on any kernel table. */
+    /* lk_bitnet_decode: NULL means LK_ERR_UNSUPPORTED.  lk_host's
+     * bitnet_compose runs the composition on any kernel table. */
     lk_status (*bitnet_decode)(void *queue, const lk_bitnet_args *args);
 } lk_kernels;
 
@@ -291,6 +358,17 @@ typedef struct lk_host {
     int (*pci_numa_node)(const char *pci_bus_id);
     /* Physical cores the process may run on (>= 1). */
     int (*num_cores)(void);
+    /* lk_bitnet_decode as the composition of its ops (include/lockstep/
+     * bitnet.h) on the kernel table k, each step one call to a kernel of k
+     * with the args the core would give it: a bitnet_decode kernel for a
+     * device without a fused one.  k must have rmsnorm_quantize, rope,
+     * set_rows, attention and glu, and ternary_linear for prepared weights
+     * or ternary_gemm and binary for the core's copies.  idx_ready = 0:
+     * a->pos and a->scratch are host memory and the cache rows are written
+     * into the scratch's idx region here; 1: the driver has written them
+     * (on its queue, before). */
+    lk_status (*bitnet_compose)(const lk_kernels *k, void *queue, const lk_bitnet_args *a,
+                                int idx_ready);
 } lk_host;
 
 typedef struct lk_driver {

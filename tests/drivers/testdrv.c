@@ -26,41 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/host.h"
 #include "backends/ref/ref.h"
-#include "core/error.h"
 
 static const lk_host *host;
-
-/* The reference kernels report through the core's lk_error, which lives
- * hidden inside liblockstep: a module routes it through the host instead. */
-lk_status lk_error(lk_status st, const char *fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (host)
-        host->set_error("%s", buf);
-    return st;
-}
-
-void lk_error_message(const char *fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (host)
-        host->set_error("%s", buf);
-}
-
-void lk_error_clear(void)
-{
-    if (host)
-        host->set_error("%s", "");
-}
 
 /* ------------------------------------------------------------ slicing */
 
@@ -517,6 +486,7 @@ static const lk_kernels t_kernels = {
 static lk_status t_init(const lk_host *h, void **drv)
 {
     host = h;
+    lk_backend_host_set(h); /* the reference kernels report through it */
     const char *nd = getenv("LOCKSTEP_TESTDRV_NODEVICE");
     if (nd && *nd && strcmp(nd, "0") != 0) {
         h->set_error("test driver: no device because LOCKSTEP_TESTDRV_NODEVICE is set");

@@ -4,7 +4,7 @@
  *
  * Loads widen f32/bf16/f16 exactly; stores canonicalise NaN and round once
  * (bf16 by integer RNE, f16 by vcvtps2ph with imm 0).  The scalar
- * functions of backends/scalar.h serve the tails of rows. */
+ * functions of numerics/scalar.h serve the tails of rows. */
 #ifndef LK_CPU_KERNELS_ELEM_H
 #define LK_CPU_KERNELS_ELEM_H
 
@@ -12,8 +12,8 @@
 
 #include <lockstep/driver.h>
 
-#include "backends/contract.h"
-#include "backends/scalar.h"
+#include "numerics/contract.h"
+#include "numerics/scalar.h"
 
 /* Part of the kernel's table in variants.c: prototypes for
  * -Wmissing-prototypes. */

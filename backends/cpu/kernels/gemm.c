@@ -24,8 +24,8 @@
 #include "backends/cpu/kernels/elem.h"
 #include "backends/cpu/kernels/prepared.h"
 #include "backends/cpu/threads.h"
+#include "backends/host.h"
 #include "backends/ref/ref.h"
-#include "core/error.h"
 
 #define GEMM_NV (GEMM_NR / VW)                /* vectors per tile row */
 #define GEMM_KC (2 * LK_KB)                   /* B micro-panel: KC x NR in L1 */
@@ -728,7 +728,7 @@ lk_status LK_CPU_KERNEL(weights_prepare)(void *queue, const lk_weights_args *arg
     const lk_tensor *w = &args->w;
     lk_cpu_weights *p = (lk_cpu_weights *)calloc(1, sizeof *p);
     if (p == NULL)
-        return lk_error(LK_ERR_OUT_OF_MEMORY, "lk_weights_prepare: out of host memory");
+        return lk_kernel_error(LK_ERR_OUT_OF_MEMORY, "lk_weights_prepare: out of host memory");
     p->dtype = w->dtype;
     p->n = w->rows;
     p->k = w->cols;
@@ -754,8 +754,8 @@ lk_status LK_CPU_KERNEL(weights_prepare)(void *queue, const lk_weights_args *arg
     p->data = lk_cpu_weights_alloc(bytes);
     if (p->data == NULL || (w->dtype == LK_T2 && p->scale == NULL)) {
         lk_cpu_weights_free(p);
-        return lk_error(LK_ERR_OUT_OF_MEMORY,
-                        "lk_weights_prepare: %zu bytes of host memory not available", bytes);
+        return lk_kernel_error(LK_ERR_OUT_OF_MEMORY,
+                               "lk_weights_prepare: %zu bytes of host memory not available", bytes);
     }
     wp_job j = {w, p};
     lk_cpu_for(lk_cpu_threads_for(q, (double)bytes, items), items, wp_rows, &j);
@@ -774,7 +774,7 @@ LK_CPU_DEFINE(linear, lk_linear_args)
 {
     const lk_cpu_weights *w = (const lk_cpu_weights *)args->prepared;
     if (w->dtype == LK_T2 || w->nr != GEMM_NR)
-        return lk_error(LK_ERR_INTERNAL, "lk_linear: weights prepared for another kernel");
+        return lk_kernel_error(LK_ERR_INTERNAL, "lk_linear: weights prepared for another kernel");
     lk_gemm_args g;
     memset(&g, 0, sizeof g);
     g.ta = LK_NO_TRANS;

@@ -11,7 +11,7 @@
 #include "backends/cpu/kernels/elem.h"
 #include "backends/cpu/kernels/lanes.h"
 #include "backends/cpu/threads.h"
-#include "core/error.h"
+#include "backends/host.h"
 
 /* x's position in the total order NaN > +Inf > ... > +0 > -0 > ... > -Inf
  * as an int32 (all NaNs equal): sign-magnitude flipped to two's
@@ -211,7 +211,7 @@ LK_CPU_DEFINE(reduce, lk_reduce_args)
     const lk_reduce_args *a = args;
     const int64_t rows = a->x.rows, n = a->x.cols;
     if (a->op < LK_REDUCE_SUM || a->op > LK_REDUCE_ARGMAX)
-        return lk_error(LK_ERR_INVALID_ARGUMENT, "lk_reduce: unknown op %d", (int)a->op);
+        return lk_kernel_error(LK_ERR_INVALID_ARGUMENT, "lk_reduce: unknown op %d", (int)a->op);
     if (rows == 0 || n == 0)
         return LK_OK;
     red_job j;

@@ -13,12 +13,12 @@
  * modulo 2^32 (vector adds never trap or saturate): the final value is
  * exact because the true acc lies in the int32 range (the core enforces
  * K <= LK_TERNARY_MAX_K), even where sum x_k * code_k alone would not. */
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernels/elem.h"
 #include "backends/cpu/kernels/prepared.h"
 #include "backends/cpu/kernels/qgemm.h"
 #include "backends/cpu/kernels/t2.h"
-#include "backends/cpu/isa.h"
-#include "core/error.h"
+#include "backends/host.h"
 
 #define TQ_VB (4 * VW)   /* bytes per vector */
 #define TQ_G (4 * TQ_VB) /* codes per vector of packed bytes */
@@ -72,9 +72,9 @@ LK_CPU_DEFINE(ternary_pack, lk_pack_args)
             for (int64_t c = 0; c < w->cols; c++) {
                 int v = ((const int8_t *)w->data)[r * w->ld + c];
                 if (v < -1 || v > 1)
-                    return lk_error(LK_ERR_INVALID_VALUE,
-                                    "lk_ternary_pack: w[%lld, %lld] = %d is not -1, 0 or 1",
-                                    (long long)r, (long long)c, v);
+                    return lk_kernel_error(LK_ERR_INVALID_VALUE,
+                                           "lk_ternary_pack: w[%lld, %lld] = %d is not -1, 0 or 1",
+                                           (long long)r, (long long)c, v);
             }
     lk_cpu_for(nt, w->rows, t2_pack_rows, &j);
     return LK_OK;
@@ -566,8 +566,8 @@ LK_CPU_DEFINE(ternary_linear, lk_linear_args)
 {
     const lk_cpu_weights *w = (const lk_cpu_weights *)args->prepared;
     if (w->dtype != LK_T2 || w->ldw % TQ_VB != 0 || w->il != QG_NT || w->ilb != TQ_VB)
-        return lk_error(LK_ERR_INTERNAL,
-                        "lk_ternary_linear: weights prepared for another kernel");
+        return lk_kernel_error(LK_ERR_INTERNAL,
+                               "lk_ternary_linear: weights prepared for another kernel");
     lk_qgemm_args q;
     memset(&q, 0, sizeof q);
     q.m = args->m;

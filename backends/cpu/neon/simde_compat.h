@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "backends/scalar.h"
+#include "numerics/scalar.h"
 
 static inline simde_float32x4_t lk_simde_vfmaq_f32(simde_float32x4_t c, simde_float32x4_t a,
                                                    simde_float32x4_t b)

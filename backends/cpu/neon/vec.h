@@ -15,7 +15,7 @@
  *   int32 is vcvtnq_s32_f32 (fcvtns, ties to even, whatever FPCR says).
  * - FPCR: FZ flushes f32 subnormals, FZ16 f16 ones, AH/FIZ change what is
  *   flushed and how, RMode the rounding of fadd/fmla/fcvtn/scvtf...: the
- *   entry points and workers run under FPCR = 0 (core/fpenv.h), which is
+ *   entry points and workers run under FPCR = 0 (numerics/fpenv.h), which is
  *   RNE with none of these set; tests/test_hostile.c sets FZ, FZ16 and RZ
  *   around calls.
  * - frecpe/frsqrte are estimates that differ between cores: not used;

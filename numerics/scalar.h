@@ -2,14 +2,14 @@
  * sections 1 and 3), as inline C shared by the reference and by the scalar
  * tails of every CPU kernel.  Bit manipulation goes through memcpy so that
  * no aliasing rule is bent. */
-#ifndef LK_BACKENDS_SCALAR_H
-#define LK_BACKENDS_SCALAR_H
+#ifndef LK_NUMERICS_SCALAR_H
+#define LK_NUMERICS_SCALAR_H
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "backends/contract.h"
+#include "numerics/contract.h"
 
 /* Scalar helpers compile as host code and, under nvcc, as device code too,
  * so the CUDA kernels use the very same sequences. */

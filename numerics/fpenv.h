@@ -1,12 +1,12 @@
-/* Lockstep core: the floating-point environment guard (numerics.md, 2).
+/* Lockstep: the floating-point environment guard (numerics.md, 2).
  *
  * Every public entry point and every worker task runs
  *     lk_fpenv saved; lk_fpenv_enter(&saved); ...; lk_fpenv_leave(&saved);
  * so a caller's FTZ/DAZ or rounding mode cannot change a bit, and the
  * caller gets its own state back.  Inline so workers pay two register
  * moves. */
-#ifndef LK_CORE_FPENV_H
-#define LK_CORE_FPENV_H
+#ifndef LK_NUMERICS_FPENV_H
+#define LK_NUMERICS_FPENV_H
 
 #include <stdint.h>
 

@@ -4,8 +4,8 @@
  * change here changes bits: it is a contract change (bump
  * LK_CONTRACT_VERSION, update docs/numerics.md, the reference, every
  * backend and the tests together). */
-#ifndef LK_BACKENDS_CONTRACT_H
-#define LK_BACKENDS_CONTRACT_H
+#ifndef LK_NUMERICS_CONTRACT_H
+#define LK_NUMERICS_CONTRACT_H
 
 #if defined(__FAST_MATH__) || defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__
 #error "Lockstep must not be compiled with -ffast-math (or -ffinite-math-only): it would break the bit-exact contract of docs/numerics.md"
