@@ -106,7 +106,7 @@ lk_status lk_cuda_ternary_pack(void *queue, const lk_pack_args *a);
 lk_status lk_cuda_ternary_unpack(void *queue, const lk_pack_args *a);
 lk_status lk_cuda_ternary_gemm(void *queue, const lk_qgemm_args *a);
 lk_status lk_cuda_int8_gemm(void *queue, const lk_qgemm_args *a);
-/* the tensor-core tier (tc_gemm.cu) */
+/* the tensor-core tier (tc/gemm.cu) */
 lk_status lk_cuda_gemm_tc(void *queue, const lk_gemm_args *a);
 /* the transformer ops (rope.cu, attention.cu, embedding.cu) */
 lk_status lk_cuda_rope(void *queue, const lk_rope_args *a);

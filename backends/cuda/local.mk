@@ -18,8 +18,8 @@ lk_cuda_headers = \
 	backends/cuda/math.cuh \
 	backends/cuda/model.cuh \
 	backends/cuda/tc_ptx.cuh \
-	backends/cuda/tc_ternary.cuh \
-	backends/cuda/tc_wgmma.cuh \
+	backends/cuda/tc/ternary.cuh \
+	backends/cuda/tc/wgmma.cuh \
 	backends/cuda/linear.cuh \
 	backends/cuda/loads.cuh \
 	backends/cuda/mbarrier.cuh
@@ -37,9 +37,9 @@ lk_cuda_kernels = \
 	backends/cuda/quant.cu \
 	backends/cuda/ternary.cu \
 	backends/cuda/int8_gemm.cu \
-	backends/cuda/tc_gemm.cu \
-	backends/cuda/tc_ternary.cu \
-	backends/cuda/tc_wgmma.cu \
+	backends/cuda/tc/gemm.cu \
+	backends/cuda/tc/ternary.cu \
+	backends/cuda/tc/wgmma.cu \
 	backends/cuda/rope.cu \
 	backends/cuda/attention.cu \
 	backends/cuda/embedding.cu \
@@ -113,7 +113,7 @@ endif
 
 EXTRA_DIST += scripts/gpu-check.sh
 
-# The tensor-core tier (tc_gemm.cu against backends/ref/mma_model.c); its
+# The tensor-core tier (tc/gemm.cu against backends/ref/mma_model.c); its
 # CPU part runs everywhere, the GPU part is a SKIP without an sm_80+ GPU.
 check_PROGRAMS += tests/test_tc
 TESTS += tests/test_tc
@@ -129,7 +129,7 @@ backends_cuda_lockstep_tc_bench_SOURCES = backends/cuda/tc_bench.c
 backends_cuda_lockstep_tc_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) $(lk_cuda_test_defs)
 backends_cuda_lockstep_tc_bench_LDADD = liblockstep.la $(CUBLAS_LIBS) $(CUDA_LIBS)
 
-# The integer GEMMs on tensor cores (tc_ternary.cu) against the reference,
+# The integer GEMMs on tensor cores (tc/ternary.cu) against the reference,
 # every kernel variant; a SKIP without a GPU.
 check_PROGRAMS += tests/test_tc_ternary
 TESTS += tests/test_tc_ternary

@@ -1,6 +1,6 @@
 /* Lockstep CUDA: the LK_GEMM_TC_SM90 tier on Hopper's wgmma (sm_90a).
  *
- * Same contract as tc_gemm.cu's mma.sync kernels (docs/numerics.md,
+ * Same contract as tc/gemm.cu's mma.sync kernels (docs/numerics.md,
  * "Tensor-core tier"): per output element one accumulator chain from +0,
  * one wgmma k = 16 step per 16 k, ascending, exactly ceil(K / 16) steps
  * (a slice's steps wholly past K are not issued; the last step's k >= K
@@ -30,7 +30,7 @@
  *
  * Only A as M x K and B as N x K (both k-contiguous, rows 16-byte
  * aligned), batch strides > 0 or batch 1: other layouts, and builds
- * without sm_90a code, take tc_gemm.cu's mma.sync kernels.  Whether the
+ * without sm_90a code, take tc/gemm.cu's mma.sync kernels.  Whether the
  * loaded image has the wgmma body is read from the kernel's static shared
  * memory (only the sm_90a body declares any), so a module built without
  * compute_90a never runs an empty kernel. */
@@ -43,7 +43,7 @@
 #include "backends/cuda/mbarrier.cuh"
 #include "backends/cuda/qgemm.cuh"
 #include "backends/cuda/tc_ptx.cuh"
-#include "backends/cuda/tc_wgmma.cuh"
+#include "backends/cuda/tc/wgmma.cuh"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define LK_WG_BODY 1
