@@ -84,7 +84,7 @@ AC_DEFUN([LK_CUDA], [
       CUDA_ARCH_FLAGS="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86"
       CUDA_ARCH_FLAGS="$CUDA_ARCH_FLAGS -gencode arch=compute_89,code=sm_89"
       # Hopper as sm_90a where nvcc has it: the wgmma kernels
-      # (backends/cuda/tc/wgmma.cu) exist only there; plain sm_90 otherwise
+      # (backends/cuda/tc/wgmma_*.cu) exist only there; plain sm_90 otherwise
       AC_MSG_CHECKING([whether $NVCC builds sm_90a code])
       echo '__global__ void lk_conftest(void) {}' > conftest.cu
       AS_IF([$NVCC -gencode arch=compute_90a,code=sm_90a -c conftest.cu -o conftest.$OBJEXT >&AS_MESSAGE_LOG_FD 2>&1],

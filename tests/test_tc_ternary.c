@@ -322,7 +322,7 @@ static void test_scales(void)
 }
 
 /* lk_ternary_linear on prepared weights (on sm_90 the weights-as-A kernel
- * reads the handle's second copy in its own layout, tc/wgmma.cu), plain
+ * reads the handle's second copy in its own layout, tc/wgmma_int8.cu), plain
  * (f32 or bf16 y, per-row or per-tensor scales) and with
  * LK_GEMM_ACCUMULATE (y = y + r: the int8 kernels' epilogue reads y's old
  * values before it stores; random old y): every variant against ref.

@@ -20,6 +20,10 @@ lk_cuda_headers = \
 	backends/cuda/tc_ptx.cuh \
 	backends/cuda/tc/ternary.cuh \
 	backends/cuda/tc/wgmma.cuh \
+	backends/cuda/tc/wgmma_host.cuh \
+	backends/cuda/tc/wgmma_int.cuh \
+	backends/cuda/tc/wgmma_mma.cuh \
+	backends/cuda/tc/wgmma_ptx.cuh \
 	backends/cuda/linear.cuh \
 	backends/cuda/loads.cuh \
 	backends/cuda/mbarrier.cuh
@@ -39,7 +43,8 @@ lk_cuda_kernels = \
 	backends/cuda/int8_gemm.cu \
 	backends/cuda/tc/gemm.cu \
 	backends/cuda/tc/ternary.cu \
-	backends/cuda/tc/wgmma.cu \
+	backends/cuda/tc/wgmma_gemm.cu \
+	backends/cuda/tc/wgmma_int8.cu \
 	backends/cuda/rope.cu \
 	backends/cuda/attention.cu \
 	backends/cuda/embedding.cu \

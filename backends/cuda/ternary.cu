@@ -406,7 +406,7 @@ extern "C" lk_status lk_cuda_ternary_gemm(void *queue, const lk_qgemm_args *q)
  * scales after them in the same allocation.  The kernels are
  * lk_ternary_gemm's, told that no op writes these bytes, so the GEMV
  * requests them before its lk_pdl_wait().  On sm_90 a second copy of the
- * codes in the layout of tc/wgmma.cu's weights-as-A kernel (h->tc, its
+ * codes in the layout of tc/wgmma_int8.cu's weights-as-A kernel (h->tc, its
  * own allocation: as many bytes again), which M > 8 reads (the same
  * bits, decoded in fewer operations); LOCKSTEP_CUDA_T2_TC_LAYOUT=0 leaves
  * it out. */

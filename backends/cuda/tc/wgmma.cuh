@@ -1,13 +1,14 @@
 /* Lockstep CUDA driver (internal): the LK_GEMM_TC_SM90 tier on wgmma
- * (backends/cuda/tc/wgmma.cu), called by tc/gemm.cu, and the integer GEMMs on
- * int8 wgmma, called by tc/ternary.cu. */
+ * (tc/wgmma_gemm.cu), called by tc/gemm.cu, and the integer GEMMs on int8
+ * wgmma (tc/wgmma_int8.cu: the weights as B in shared memory, or ternary
+ * weights as the register operand A), called by tc/ternary.cu. */
 #ifndef LK_CUDA_TC_WGMMA_CUH
 #define LK_CUDA_TC_WGMMA_CUH
 
 #include "backends/cuda/driver.h"
 
 /* Enqueue the tier's GEMM on wgmma with a bm x bn tile (one of
- * tc/wgmma.cu's wg_tiles: bm 128, bn 256, 192, 160, 128, 80 or 64; bm 64,
+ * tc/wgmma_gemm.cu's wg_tiles: bm 128, bn 256, 192, 160, 128, 80 or 64; bm 64,
  * bn 256, 128, 64 or 48; any other pair, bn 0 among them: tile and cl
  * chosen from the shape), in clusters of cl (1 or 2: two blocks share the
  * loads of one operand; 1 where the device holds no such cluster), ks
