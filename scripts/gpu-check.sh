@@ -13,9 +13,9 @@
 #   memcheck    compute-sanitizer --tool memcheck on tests/test_cuda (API errors
 #               not reported: the test provokes cudaMalloc out-of-memory on purpose)
 #   racecheck   compute-sanitizer --tool racecheck on tests/test_cuda
-#   bench       backends/cuda/lockstep-cuda-bench, then PyTorch's figures
+#   bench       bench/cuda/lockstep-cuda-bench, then PyTorch's figures
 #               for the same work when python3 has torch
-#   tcbench     backends/cuda/lockstep-tc-bench (tensor-core tier vs cuBLAS)
+#   tcbench     bench/cuda/lockstep-tc-bench (tensor-core tier vs cuBLAS)
 #   cpubench    lockstep bench on the host's CPU devices (OpenBLAS, stream peers)
 #   demo        lockstep demo (BitNet b1.58 shapes) on cuda:0, the CPU and ref:
 #               identical logits hashes, tokens/s (DEMO_ARGS)
@@ -24,7 +24,7 @@
 #               each (PDL_DEMO_ARGS): what programmatic dependent launch gives
 #   layers      lockstep demo on cuda:0 at 30 layers, the layers of a decode
 #               step op by op and as one lk_bitnet_decode call (--layers-op),
-#               twice each, beside the copy bandwidth and issue 7's target
+#               twice each, beside the copy bandwidth and the decode target
 #               (the weights streamed at 60 % of it; LAYERS_DEMO_ARGS,
 #               LAYERS_REPS)
 #   layerprof   Nsight Compute durations (ncu locks the clocks) of every kernel of
@@ -211,7 +211,7 @@ sanitize() { # TOOL
 stage_bench() {
   t0=$(now)
   # shellcheck disable=SC2086 # BENCH_ARGS is a list of words
-  ( cd "$B" && ./backends/cuda/lockstep-cuda-bench $BENCH_ARGS ) > "$OUT/bench.log" 2>&1
+  ( cd "$B" && ./bench/cuda/lockstep-cuda-bench $BENCH_ARGS ) > "$OUT/bench.log" 2>&1
   st=$?
   cat "$OUT/bench.log"
   if command -v python3 >/dev/null 2>&1 && python3 -c "import torch; assert torch.cuda.is_available()" \
@@ -273,12 +273,12 @@ PY
 
 stage_tcbench() {
   t0=$(now)
-  if ! test -x "$B/backends/cuda/lockstep-tc-bench"; then
+  if ! test -x "$B/bench/cuda/lockstep-tc-bench"; then
     record tcbench SKIP 0 "lockstep-tc-bench not built (no cuBLAS?)"
     return
   fi
   # shellcheck disable=SC2086 # BENCH_ARGS is a list of words
-  ( cd "$B" && timeout "$TIMEOUT" ./backends/cuda/lockstep-tc-bench $BENCH_ARGS ) > "$OUT/tcbench.log" 2>&1
+  ( cd "$B" && timeout "$TIMEOUT" ./bench/cuda/lockstep-tc-bench $BENCH_ARGS ) > "$OUT/tcbench.log" 2>&1
   st=$?
   cat "$OUT/tcbench.log"
   if test $st -eq 0; then
@@ -359,7 +359,7 @@ gemm_kernel:gemm f32 2048x3072x768"}
     k=${spec%%:*}; case_name=${spec#*:}
     ( cd "$B" && timeout 120 "$NCU" -k "regex:$k" --launch-skip 2 --launch-count 1 \
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-        --section MemoryWorkloadAnalysis ./backends/cuda/lockstep-cuda-bench --no-graph --only "$case_name" ) \
+        --section MemoryWorkloadAnalysis ./bench/cuda/lockstep-cuda-bench --no-graph --only "$case_name" ) \
         >> "$OUT/profile.log" 2>&1
   done
   grep -E "^  [a-z_].*\(|Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Stall|Warp Cycles Per Issued|Memory Throughput|L2 Hit|Dynamic Shared" "$OUT/profile.log" | head -120
@@ -392,7 +392,7 @@ stage_layers() {
   : > "$OUT/layers.log"
   st=0
   ( cd "$B" && LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" \
-      ./backends/cuda/lockstep-cuda-bench --only none-but-the-copy ) >> "$OUT/layers.log" 2>&1
+      ./bench/cuda/lockstep-cuda-bench --only none-but-the-copy ) >> "$OUT/layers.log" 2>&1
   for rep in $(seq "${LAYERS_REPS:-2}"); do
     for mode in ops --layers-op; do
       echo "== demo $mode (run $rep)" >> "$OUT/layers.log"
@@ -405,7 +405,7 @@ stage_layers() {
     done
   done
   grep -E "^==|D2D copy|^cuda:0|weights read|streams them|same|DIFFERENT" "$OUT/layers.log" | head -60
-  # issue 7's target: the weights of a step read at 60 % of the copy's rate
+  # the decode target: the weights of a step read at 60 % of the copy's rate
   awk '/D2D copy 256 MiB/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "GB/s") gbs = $i }
        /weights read per decode step/ { mb = $6 }
        END { if (gbs && mb) printf "target: %.0f tok/s (%.1f MB a step at 0.6 x %.0f GB/s)\n",

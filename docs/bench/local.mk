@@ -8,7 +8,7 @@
 # -j DIR re-plots saved JSON files, e.g. those of another machine.
 BENCH_DEVICES =
 if LK_HAVE_CUDA
-bench_report_cuda = backends/cuda/lockstep-cuda-bench$(EXEEXT)
+bench_report_cuda = bench/cuda/lockstep-cuda-bench$(EXEEXT)
 endif
 bench-report: tools/lockstep$(EXEEXT) $(bench_report_cuda)
 	devs='$(BENCH_DEVICES)'; cb='$(bench_report_cuda)'; \

@@ -1,7 +1,7 @@
 /* lockstep-cuda-bench: the CUDA driver's benchmarks against its peers on
- * the same GPU, in the same run (issue 5's targets).
+ * the same GPU, in the same run, with the driver's targets.
  *
- *   backends/cuda/lockstep-cuda-bench [--quick] [--no-graph] [--only SUBSTRING] [--json]
+ *   bench/cuda/lockstep-cuda-bench [--quick] [--no-graph] [--only SUBSTRING] [--json]
  *                                     [--device cuda:N]
  *
  * Every figure is the median over 11 batches of back-to-back calls on one
@@ -13,7 +13,7 @@
  * SGEMM with TF32 off (CUBLAS_DEFAULT_MATH), cuBLAS bf16 / f32 GEMV, and a
  * device-to-device copy of the bytes an op reads and writes.  --quick runs
  * fewer batches on smaller shapes (a smoke test).  Lines starting with
- * "target" say whether a goal of the issue is met.  --json prints the
+ * "target" say whether a goal is met.  --json prints the
  * cases on stdout as `lockstep bench --json` does (scripts/bench-report.sh
  * plots them beside the CPU devices), with the copy's rate and the FP32
  * peak as the device's floors, and the text on stderr.  --device picks
@@ -428,8 +428,8 @@ int lk_bench_handoff(int mode, int n, int iters, int reps, double *us);
  * row handed from every SM to every SM with nothing else running.  A
  * BitNet-2B-4T layer at batch 1 hands rows over five times (of 2560
  * floats, and one of 6912), so five of the second line are a floor under
- * a layer; issue 7's target leaves about 14.8 us a layer on an H100
- * (docs/bench.md, "Eighteenth round"). */
+ * a layer; the decode target leaves about 14.8 us a layer on an H100
+ * (docs/bench.md). */
 static void bench_handoff(void)
 {
     static const struct {
@@ -517,8 +517,8 @@ static void bench_gemv(int64_t n, int64_t k)
             row(pname, pours, f32 ? "cuBLAS SGEMV" : "cuBLAS bf16 GemmEx", theirs, "GB/s", bytes);
             floor_row(bytes);
             read_row(g.b, bytes);
-            /* issue 5's goal; for the LM head it asks more than HBM
-             * can give (docs/bench.md, sixteenth round) */
+            /* the driver's goal; for the LM head it asks more than HBM
+             * can give (docs/bench.md) */
             if (!f32 && theirs > 0)
                 target(pname, theirs / pours, 1.5);
             CHECK_LK(lk_queue_sync(q));
