@@ -43,7 +43,8 @@
 #   JOBS        make -j (default: the number of CPUs)
 #   CUDA_HOME   the toolkit (default: nvcc on PATH, else /usr/local/cuda)
 #   ARCH        nvcc -gencode flags; default: only this GPU's architecture
-#               (fast); ARCH=fat builds the shipped fat binary.  For racecheck
+#               (fast; sm_90a on compute capability 9.0, for the wgmma
+#               kernels); ARCH=fat builds the shipped fat binary.  For racecheck
 #               of the sm_90 tensor-core tests add -DWG_STALL_NS=900000000000ull
 #               (the tool slows a wgmma pipeline wait past its 4 s trap)
 #   BENCH_ARGS  extra arguments for the benchmark (e.g. --quick)
@@ -97,6 +98,9 @@ cat "$OUT/env.txt"
 if test -z "$ARCH"; then
   cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
   case $cc in
+    # Hopper: sm_90a, where the wgmma kernels are (plain sm_90 runs the
+    # tensor-core tier on mma.sync, several times slower)
+    90) ARCH="-gencode arch=compute_90a,code=sm_90a" ;;
     [0-9][0-9]|[0-9][0-9][0-9]) ARCH="-gencode arch=compute_$cc,code=sm_$cc" ;;
     *) ARCH=fat ;;
   esac
