@@ -616,3 +616,17 @@ bool lk_cuda_tc_wgmma(lk_cuda_queue *q, const lk_gemm_args *a, int bm, int bn, i
     }
     return wg_go(dev, a, q->stream, p.bm, p.bn, wg_clusters(p.bm, p.bn, p.waves), p.ks, 0);
 }
+
+/* The one bf16 kernel probed stands for all of them: the module's wgmma
+ * kernels are compiled for the same targets. */
+extern "C" int lk_cuda_tc_wgmma_loaded(const lk_cuda_device *dev)
+{
+    if (dev->cc_major != 9 || dev->cc_minor != 0)
+        return 0;
+    cudaFuncAttributes fa;
+    const bool body = cudaFuncGetAttributes(&fa, wg_gemm_kernel<LK_BF16, 128, 128, 2>) ==
+                          cudaSuccess &&
+                      fa.sharedSizeBytes > 0;
+    (void)cudaGetLastError();
+    return body;
+}
