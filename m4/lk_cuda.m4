@@ -84,7 +84,7 @@ AC_DEFUN([LK_CUDA], [
       CUDA_ARCH_FLAGS="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86"
       CUDA_ARCH_FLAGS="$CUDA_ARCH_FLAGS -gencode arch=compute_89,code=sm_89"
       # Hopper as sm_90a where nvcc has it: the wgmma kernels
-      # (backends/cuda/tc_wgmma.cu) exist only there; plain sm_90 otherwise
+      # (backends/cuda/tc/wgmma_*.cu) exist only there; plain sm_90 otherwise
       AC_MSG_CHECKING([whether $NVCC builds sm_90a code])
       echo '__global__ void lk_conftest(void) {}' > conftest.cu
       AS_IF([$NVCC -gencode arch=compute_90a,code=sm_90a -c conftest.cu -o conftest.$OBJEXT >&AS_MESSAGE_LOG_FD 2>&1],
@@ -95,6 +95,12 @@ AC_DEFUN([LK_CUDA], [
       rm -f conftest.cu conftest.$OBJEXT
       CUDA_ARCH_FLAGS="$CUDA_ARCH_FLAGS -gencode arch=compute_90,code=compute_90"
     ])
+    # Hopper code without sm_90a has no wgmma kernels: the tensor-core tier
+    # and the int8 / ternary GEMMs then run on mma.sync, several times slower
+    AS_CASE([" $CUDA_ARCH_FLAGS "],
+      [*sm_90a*|*compute_90a*], [],
+      [*sm_90*|*compute_90*],
+      [AC_MSG_WARN([CUDA_ARCH_FLAGS build sm_90 without sm_90a: Hopper GPUs will run the tensor-core kernels on mma.sync instead of wgmma (several times slower); add -gencode arch=compute_90a,code=sm_90a])])
     AC_MSG_CHECKING([whether $NVCC compiles with the contract's flags])
     cat > conftest.cu <<'EOF'
 __global__ void lk_conftest(float *p) { p@<:@threadIdx.x@:>@ = __fmaf_rn(p@<:@0@:>@, p@<:@1@:>@, p@<:@2@:>@); }

@@ -17,9 +17,9 @@
 #   racecheck   the same with --tool racecheck; fails on any hazard, error or
 #               warning.  Each test's log goes to $OUT/TOOL/, its verdict,
 #               seconds and summary line to $OUT/TOOL.log
-#   bench       backends/cuda/lockstep-cuda-bench, then PyTorch's figures
+#   bench       bench/cuda/lockstep-cuda-bench, then PyTorch's figures
 #               for the same work when python3 has torch
-#   tcbench     backends/cuda/lockstep-tc-bench (tensor-core tier vs cuBLAS)
+#   tcbench     bench/cuda/lockstep-tc-bench (tensor-core tier vs cuBLAS)
 #   cpubench    lockstep bench on the host's CPU devices (OpenBLAS, stream peers)
 #   demo        lockstep demo (BitNet b1.58 shapes) on cuda:0, the CPU and ref:
 #               identical logits hashes, tokens/s (DEMO_ARGS)
@@ -28,7 +28,7 @@
 #               each (PDL_DEMO_ARGS): what programmatic dependent launch gives
 #   layers      lockstep demo on cuda:0 at 30 layers, the layers of a decode
 #               step op by op and as one lk_bitnet_decode call (--layers-op),
-#               twice each, beside the copy bandwidth and issue 7's target
+#               twice each, beside the copy bandwidth and the decode target
 #               (the weights streamed at 60 % of it; LAYERS_DEMO_ARGS,
 #               LAYERS_REPS)
 #   layerprof   Nsight Compute durations (ncu locks the clocks) of every kernel of
@@ -47,7 +47,8 @@
 #   JOBS        make -j (default: the number of CPUs)
 #   CUDA_HOME   the toolkit (default: nvcc on PATH, else /usr/local/cuda)
 #   ARCH        nvcc -gencode flags; default: only this GPU's architecture
-#               (fast); ARCH=fat builds the shipped fat binary.  For racecheck
+#               (fast; sm_90a on compute capability 9.0, for the wgmma
+#               kernels); ARCH=fat builds the shipped fat binary.  For racecheck
 #               of the sm_90 tensor-core tests add -DWG_STALL_NS=900000000000ull
 #               (the tool slows a wgmma pipeline wait past its 4 s trap)
 #   BENCH_ARGS  extra arguments for the benchmark (e.g. --quick)
@@ -108,6 +109,9 @@ cat "$OUT/env.txt"
 if test -z "$ARCH"; then
   cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
   case $cc in
+    # Hopper: sm_90a, where the wgmma kernels are (plain sm_90 runs the
+    # tensor-core tier on mma.sync, several times slower)
+    90) ARCH="-gencode arch=compute_90a,code=sm_90a" ;;
     [0-9][0-9]|[0-9][0-9][0-9]) ARCH="-gencode arch=compute_$cc,code=sm_$cc" ;;
     *) ARCH=fat ;;
   esac
@@ -273,14 +277,17 @@ sanitize() { # TOOL (memcheck or racecheck)
 stage_bench() {
   t0=$(now)
   # shellcheck disable=SC2086 # BENCH_ARGS is a list of words
-  ( cd "$B" && ./backends/cuda/lockstep-cuda-bench $BENCH_ARGS ) > "$OUT/bench.log" 2>&1
+  ( cd "$B" && ./bench/cuda/lockstep-cuda-bench $BENCH_ARGS ) > "$OUT/bench.log" 2>&1
   st=$?
   cat "$OUT/bench.log"
   if command -v python3 >/dev/null 2>&1 && python3 -c "import torch; assert torch.cuda.is_available()" \
       >/dev/null 2>&1; then
     python3 - > "$OUT/bench-torch.log" 2>&1 <<'PY'
-import torch, torch.nn.functional as F
+import itertools, torch, torch.nn.functional as F
 torch.backends.cuda.matmul.allow_tf32 = False
+# as lockstep-cuda-bench: calls rotate through buffer sets of >= 3 L2s
+L2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0)
+def sets(nbytes): return 1 if nbytes >= 3 * L2 else min(128, 3 * L2 // nbytes + 1)
 def med(f, n=11):
     f(); f(); torch.cuda.synchronize()
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -303,16 +310,18 @@ x = torch.randn(1 << 28, device="cuda")
 print("torch sum f32 1x268435456 %.1f us" % med(lambda: x.sum()))
 del x
 for r, c in ((4096, 4096), (16384, 8192)):
-    a = torch.randn(r, c, device="cuda"); w = torch.randn(c, device="cuda"); b = torch.randn(c, device="cuda")
+    A = [torch.randn(r, c, device="cuda") for _ in range(sets(8 * r * c))]
+    a = itertools.cycle(A); w = torch.randn(c, device="cuda"); b = torch.randn(c, device="cuda")
     if hasattr(F, "rms_norm"):
-        print("torch rmsnorm f32 %dx%d %.1f us" % (r, c, med(lambda: F.rms_norm(a, (c,), w, 1e-6))))
-    print("torch layernorm f32 %dx%d %.1f us" % (r, c, med(lambda: F.layer_norm(a, (c,), w, b, 1e-5))))
-    print("torch softmax f32 %dx%d %.1f us" % (r, c, med(lambda: torch.softmax(a, -1))))
-    del a
+        print("torch rmsnorm f32 %dx%d %.1f us" % (r, c, med(lambda: F.rms_norm(next(a), (c,), w, 1e-6))))
+    print("torch layernorm f32 %dx%d %.1f us" % (r, c, med(lambda: F.layer_norm(next(a), (c,), w, b, 1e-5))))
+    print("torch softmax f32 %dx%d %.1f us" % (r, c, med(lambda: torch.softmax(next(a), -1))))
+    del A, a
 for n, k in ((6912, 2560), (2560, 6912), (2560, 2560), (128256, 2560)):
-    W = torch.randn(n, k, device="cuda", dtype=torch.bfloat16); v = torch.randn(1, k, device="cuda", dtype=torch.bfloat16)
-    print("torch gemv bf16 %dx%d %.1f us" % (n, k, med(lambda: F.linear(v, W))))
-    del W
+    Ws = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) for _ in range(sets(2 * n * k))]
+    W = itertools.cycle(Ws); v = torch.randn(1, k, device="cuda", dtype=torch.bfloat16)
+    print("torch gemv bf16 %dx%d %.1f us" % (n, k, med(lambda: F.linear(v, next(W)))))
+    del Ws, W
 PY
     cat "$OUT/bench-torch.log"
     ours=$(sed -n 's/^sum f32 1x268435456 *\([0-9.]*\) us.*/\1/p' "$OUT/bench.log")
@@ -335,12 +344,12 @@ PY
 
 stage_tcbench() {
   t0=$(now)
-  if ! test -x "$B/backends/cuda/lockstep-tc-bench"; then
+  if ! test -x "$B/bench/cuda/lockstep-tc-bench"; then
     record tcbench SKIP 0 "lockstep-tc-bench not built (no cuBLAS?)"
     return
   fi
   # shellcheck disable=SC2086 # BENCH_ARGS is a list of words
-  ( cd "$B" && timeout "$TIMEOUT" ./backends/cuda/lockstep-tc-bench $BENCH_ARGS ) > "$OUT/tcbench.log" 2>&1
+  ( cd "$B" && timeout "$TIMEOUT" ./bench/cuda/lockstep-tc-bench $BENCH_ARGS ) > "$OUT/tcbench.log" 2>&1
   st=$?
   cat "$OUT/tcbench.log"
   if test $st -eq 0; then
@@ -421,7 +430,7 @@ gemm_kernel:gemm f32 2048x3072x768"}
     k=${spec%%:*}; case_name=${spec#*:}
     ( cd "$B" && timeout 120 "$NCU" -k "regex:$k" --launch-skip 2 --launch-count 1 \
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-        --section MemoryWorkloadAnalysis ./backends/cuda/lockstep-cuda-bench --no-graph --only "$case_name" ) \
+        --section MemoryWorkloadAnalysis ./bench/cuda/lockstep-cuda-bench --no-graph --only "$case_name" ) \
         >> "$OUT/profile.log" 2>&1
   done
   grep -E "^  [a-z_].*\(|Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Stall|Warp Cycles Per Issued|Memory Throughput|L2 Hit|Dynamic Shared" "$OUT/profile.log" | head -120
@@ -454,7 +463,7 @@ stage_layers() {
   : > "$OUT/layers.log"
   st=0
   ( cd "$B" && LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" \
-      ./backends/cuda/lockstep-cuda-bench --only none-but-the-copy ) >> "$OUT/layers.log" 2>&1
+      ./bench/cuda/lockstep-cuda-bench --only none-but-the-copy ) >> "$OUT/layers.log" 2>&1
   for rep in $(seq "${LAYERS_REPS:-2}"); do
     for mode in ops --layers-op; do
       echo "== demo $mode (run $rep)" >> "$OUT/layers.log"
@@ -467,7 +476,7 @@ stage_layers() {
     done
   done
   grep -E "^==|D2D copy|^cuda:0|weights read|streams them|same|DIFFERENT" "$OUT/layers.log" | head -60
-  # issue 7's target: the weights of a step read at 60 % of the copy's rate
+  # the decode target: the weights of a step read at 60 % of the copy's rate
   awk '/D2D copy 256 MiB/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "GB/s") gbs = $i }
        /weights read per decode step/ { mb = $6 }
        END { if (gbs && mb) printf "target: %.0f tok/s (%.1f MB a step at 0.6 x %.0f GB/s)\n",

@@ -1,4 +1,4 @@
-/* The integer GEMMs on tensor cores (backends/cuda/tc_ternary.cu):
+/* The integer GEMMs on tensor cores (backends/cuda/tc/ternary.cu):
  * lk_ternary_gemm and lk_int8_gemm on cuda:0 equal the reference device
  * bit for bit (docs/numerics.md section 9) for every kernel variant
  * (LOCKSTEP_CUDA_TC_INT_KERNEL: the mma.sync tile shapes, the plain
@@ -322,7 +322,7 @@ static void test_scales(void)
 }
 
 /* lk_ternary_linear on prepared weights (on sm_90 the weights-as-A kernel
- * reads the handle's second copy in its own layout, tc_wgmma.cu), plain
+ * reads the handle's second copy in its own layout, tc/wgmma_int8.cu), plain
  * (f32 or bf16 y, per-row or per-tensor scales) and with
  * LK_GEMM_ACCUMULATE (y = y + r: the int8 kernels' epilogue reads y's old
  * values before it stores; random old y): every variant against ref.

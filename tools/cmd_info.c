@@ -82,7 +82,15 @@ static void print_devices(lk_context *ctx)
         lk_device_props p;
         if (lk_device_get(ctx, i, &dev) != LK_OK || lk_device_props_get(dev, &p) != LK_OK)
             continue;
-        printf("  %-24s %s\n", p.name, p.description);
+        /* a description's "; " clauses (a GPU's tensor-core kernels) get
+         * lines of their own */
+        const char *d = p.description, *semi = strstr(d, "; ");
+        printf("  %-24s %.*s\n", p.name, semi ? (int)(semi - d) : (int)strlen(d), d);
+        while (semi) {
+            d = semi + 2;
+            semi = strstr(d, "; ");
+            printf("  %-24s %.*s\n", "", semi ? (int)(semi - d) : (int)strlen(d), d);
+        }
         printf("  %-24s driver %s, %s, %s%s", "", p.driver, kind_name(p.kind),
                p.host_memory ? "host memory" : "device memory",
                p.emulated ? ", emulated (SIMDe)" : "");

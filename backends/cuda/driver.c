@@ -518,6 +518,28 @@ const lk_kernels *lk_cuda_kernel_table(void)
     return &lk_cuda_iface.kernels;
 }
 
+/* The tensor-core kernels the module has for the device, after the
+ * description: a Hopper build without sm_90a code runs the tensor-core tier
+ * and the integer GEMMs on mma.sync, several times slower, so `lockstep
+ * info` says how to get wgmma. */
+static void lk_cuda_describe_tc(lk_cuda_device *dev, int wgmma)
+{
+    char *d = dev->props.description;
+    const size_t used = strlen(d), cap = sizeof dev->props.description;
+    const char *tc;
+    if (wgmma)
+        tc = "tensor cores: wgmma (sm_90a)";
+    else if (dev->cc_major == 9 && dev->cc_minor == 0)
+        tc = "tensor cores: mma.sync only (no sm_90a code in this module: build with "
+             "-gencode arch=compute_90a,code=sm_90a)";
+    else if (dev->cc_major >= 8)
+        tc = "tensor cores: mma.sync";
+    else
+        return;
+    if (used + 3 < cap)
+        snprintf(d + used, cap - used, "; %s", tc);
+}
+
 static lk_status lk_cuda_device_open(void *state, int index, const lk_device_iface **iface,
                                      void **out)
 {
@@ -581,6 +603,8 @@ static lk_status lk_cuda_device_open(void *state, int index, const lk_device_ifa
             st = lk_cuda_linear_setup(dev);
         if (st == LK_OK)
             st = lk_cuda_bitnet_setup(dev);
+        if (st == LK_OK)
+            lk_cuda_describe_tc(dev, lk_cuda_tc_wgmma_loaded(dev));
         lk_cuda_leave(&sc);
     }
     if (st != LK_OK) {

@@ -106,8 +106,12 @@ lk_status lk_cuda_ternary_pack(void *queue, const lk_pack_args *a);
 lk_status lk_cuda_ternary_unpack(void *queue, const lk_pack_args *a);
 lk_status lk_cuda_ternary_gemm(void *queue, const lk_qgemm_args *a);
 lk_status lk_cuda_int8_gemm(void *queue, const lk_qgemm_args *a);
-/* the tensor-core tier (tc_gemm.cu) */
+/* the tensor-core tier (tc/gemm.cu) */
 lk_status lk_cuda_gemm_tc(void *queue, const lk_gemm_args *a);
+/* 1 where the image of this module loaded for dev holds the wgmma kernels
+ * (sm_90a code on a compute capability 9.0 GPU), else 0 (tc/wgmma_gemm.cu;
+ * dev's device current) */
+int lk_cuda_tc_wgmma_loaded(const lk_cuda_device *dev);
 /* the transformer ops (rope.cu, attention.cu, embedding.cu) */
 lk_status lk_cuda_rope(void *queue, const lk_rope_args *a);
 lk_status lk_cuda_attention(void *queue, const lk_attention_args *a);

@@ -22,7 +22,7 @@
  *   executed it or exited, so all blocks of this grid are resident by then;
  *   a kernel may still not assume that it has the SMs to itself at launch
  *   (the previous grid may be finishing next to it).
- * - One exception: the second launch of a GEMM that tc_wgmma.cu splits in
+ * - One exception: the second launch of a GEMM that tc/wgmma_gemm.cu splits in
  *   two by columns reads only what the first launch's predecessors wrote,
  *   so it waits at its end instead (wg_kargs.tail): once the first launch
  *   has triggered, every one of its blocks has passed its own wait, and by

@@ -37,7 +37,7 @@ typedef struct lk_cuda_weights {
     int64_t ldw;          /* LK_T2: codes per row of w */
     void *scale;          /* LK_T2: scale_n f32 (1 or n), inside w's allocation */
     int64_t scale_n;
-    void *tc;             /* LK_T2 on sm_90: the codes in tc_wgmma.cu's layout, or NULL */
+    void *tc;             /* LK_T2 on sm_90: the codes in tc/wgmma_int8.cu's layout, or NULL */
 } lk_cuda_weights;
 
 /* bytes of prepared weights (no op writes them) into L2, issued by the

@@ -1,6 +1,6 @@
 /* Lockstep CUDA driver (internal): the load that streams data read once
  * per call (weights of a GEMV) past L1, shared by gemv.cu, linear.cu and
- * the benchmark's read-only kernel (bench_read.cu). */
+ * the benchmark's read-only kernel (bench/cuda/bench_read.cu). */
 #ifndef LK_CUDA_LOADS_CUH
 #define LK_CUDA_LOADS_CUH
 

@@ -1,4 +1,4 @@
-# CUDA driver module (issue 5): lockstep-cuda.so, built with --with-cuda.
+# CUDA driver module: lockstep-cuda.so, built with --with-cuda.
 #
 # liblockstep never links CUDA; the core dlopens this module from
 # $(driverdir).  The .cu files go through build-aux/nvcc-wrapper.sh so that
@@ -18,8 +18,12 @@ lk_cuda_headers = \
 	backends/cuda/math.cuh \
 	backends/cuda/model.cuh \
 	backends/cuda/tc_ptx.cuh \
-	backends/cuda/tc_ternary.cuh \
-	backends/cuda/tc_wgmma.cuh \
+	backends/cuda/tc/ternary.cuh \
+	backends/cuda/tc/wgmma.cuh \
+	backends/cuda/tc/wgmma_host.cuh \
+	backends/cuda/tc/wgmma_int.cuh \
+	backends/cuda/tc/wgmma_mma.cuh \
+	backends/cuda/tc/wgmma_ptx.cuh \
 	backends/cuda/linear.cuh \
 	backends/cuda/loads.cuh \
 	backends/cuda/mbarrier.cuh
@@ -37,9 +41,10 @@ lk_cuda_kernels = \
 	backends/cuda/quant.cu \
 	backends/cuda/ternary.cu \
 	backends/cuda/int8_gemm.cu \
-	backends/cuda/tc_gemm.cu \
-	backends/cuda/tc_ternary.cu \
-	backends/cuda/tc_wgmma.cu \
+	backends/cuda/tc/gemm.cu \
+	backends/cuda/tc/ternary.cu \
+	backends/cuda/tc/wgmma_gemm.cu \
+	backends/cuda/tc/wgmma_int8.cu \
 	backends/cuda/rope.cu \
 	backends/cuda/attention.cu \
 	backends/cuda/embedding.cu \
@@ -92,44 +97,16 @@ lk_cuda_test_defs =
 lk_cuda_driver_path =
 endif
 
-# The benchmark against cuBLAS and a device-to-device copy (not installed;
-# scripts/gpu-check.sh runs it): backends/cuda/lockstep-cuda-bench [--quick]
-if LK_HAVE_CUDA
-noinst_PROGRAMS += backends/cuda/lockstep-cuda-bench
-endif
-backends_cuda_lockstep_cuda_bench_SOURCES = backends/cuda/bench_cuda.c
-backends_cuda_lockstep_cuda_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) $(lk_cuda_test_defs) \
-	$(lk_cublas_defs)
-backends_cuda_lockstep_cuda_bench_LDADD = backends/cuda/bench_read.lo \
-	backends/cuda/bench_handoff.lo liblockstep.la \
-	$(CUBLAS_LIBS) $(CUDA_LIBS)
-EXTRA_DIST += backends/cuda/bench_read.cu backends/cuda/bench_handoff.cu
-backends/cuda/bench_read.lo: backends/cuda/launch.cuh backends/cuda/loads.cuh
-if LK_HAVE_CUBLAS
-lk_cublas_defs = -DLK_BENCH_CUBLAS
-else
-lk_cublas_defs =
-endif
-
 EXTRA_DIST += scripts/gpu-check.sh
 
-# The tensor-core tier (tc_gemm.cu against backends/ref/mma_model.c); its
+# The tensor-core tier (tc/gemm.cu against backends/ref/mma_model.c); its
 # CPU part runs everywhere, the GPU part is a SKIP without an sm_80+ GPU.
 check_PROGRAMS += tests/test_tc
 TESTS += tests/test_tc
 tests_test_tc_CPPFLAGS = $(AM_CPPFLAGS) $(lk_cuda_test_defs)
 tests_test_tc_LDADD = liblockstep.la
 
-# The tensor-core tier against cuBLAS bf16 (not installed; not run by make
-# check): backends/cuda/lockstep-tc-bench [--quick]
-if LK_HAVE_CUBLAS
-noinst_PROGRAMS += backends/cuda/lockstep-tc-bench
-endif
-backends_cuda_lockstep_tc_bench_SOURCES = backends/cuda/tc_bench.c
-backends_cuda_lockstep_tc_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) $(lk_cuda_test_defs)
-backends_cuda_lockstep_tc_bench_LDADD = liblockstep.la $(CUBLAS_LIBS) $(CUDA_LIBS)
-
-# The integer GEMMs on tensor cores (tc_ternary.cu) against the reference,
+# The integer GEMMs on tensor cores (tc/ternary.cu) against the reference,
 # every kernel variant; a SKIP without a GPU.
 check_PROGRAMS += tests/test_tc_ternary
 TESTS += tests/test_tc_ternary

@@ -1,5 +1,5 @@
 /* Lockstep CUDA driver (internal): the mbarrier wrappers of the sm_90
- * kernels that stream with bulk copies (tc_wgmma.cu's TMA rings, bitnet.cu's
+ * kernels that stream with bulk copies (the tc/wgmma_*.cu TMA rings, bitnet.cu's
  * weight ring), and the bounded wait they share: a pipeline wait that lasts
  * longer than LK_STALL_NS traps, so a hang becomes a launch failure the
  * next call reports instead of a process that never returns.  Builds for

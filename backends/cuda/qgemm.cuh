@@ -48,7 +48,7 @@ static __device__ __forceinline__ float lk_qgemm_value(int32_t acc, float xs, fl
 }
 
 /* The same quotient for many acc over one x_scale b, without a division
- * each (tc_wgmma.cu's epilogues: a column of a tile shares its scale).
+ * each (tc/wgmma_int.cuh's epilogue: a column of a tile shares its scale).
  * With r = RN(1 / b) (__frcp_rn, once per scale), q = RN(a r) (within
  * 2^-23 |a / b|) and two corrections q = RN(q + RN(a - b q) r), each
  * residual and correction an fma, give RN(a / b): the first brings q

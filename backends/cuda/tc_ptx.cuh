@@ -1,5 +1,5 @@
 /* Lockstep CUDA driver (internal): the PTX wrappers the tensor-core kernels
- * share (tc_gemm.cu, tc_ternary.cu, tc_wgmma.cu): shared-memory addresses,
+ * share (the tc/ kernels, bitnet.cu): shared-memory addresses,
  * cp.async, ldmatrix, the LK_T2 decode to int8, and dynamic shared memory
  * opt-in done once per device and kernel. */
 #ifndef LK_CUDA_TC_PTX_CUH

@@ -21,8 +21,8 @@
 
 #include "backends/cuda/linear.cuh"
 #include "backends/cuda/qgemm.cuh"
-#include "backends/cuda/tc_ternary.cuh"
-#include "backends/cuda/tc_wgmma.cuh"
+#include "backends/cuda/tc/ternary.cuh"
+#include "backends/cuda/tc/wgmma.cuh"
 
 namespace {
 
@@ -334,7 +334,7 @@ void t2_run(lk_op_scope &op, const lk_qgemm_args *q, int early, const void *pre)
     else if (q->m <= 8)
         done = t2_gemv<8>(*q, op.stream(), early);
     if (!done)
-        done = lk_cuda_tc_qgemm(op.q, q, true, pre); /* M > 8 on sm_80+: tc_ternary.cu */
+        done = lk_cuda_tc_qgemm(op.q, q, true, pre); /* M > 8 on sm_80+: tc/ternary.cu */
     if (!done)
         lk_qgemm_tiled<true>(*q, op.stream());
 }
@@ -406,7 +406,7 @@ extern "C" lk_status lk_cuda_ternary_gemm(void *queue, const lk_qgemm_args *q)
  * scales after them in the same allocation.  The kernels are
  * lk_ternary_gemm's, told that no op writes these bytes, so the GEMV
  * requests them before its lk_pdl_wait().  On sm_90 a second copy of the
- * codes in the layout of tc_wgmma.cu's weights-as-A kernel (h->tc, its
+ * codes in the layout of tc/wgmma_int8.cu's weights-as-A kernel (h->tc, its
  * own allocation: as many bytes again), which M > 8 reads (the same
  * bits, decoded in fewer operations); LOCKSTEP_CUDA_T2_TC_LAYOUT=0 leaves
  * it out. */

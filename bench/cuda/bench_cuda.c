@@ -1,7 +1,7 @@
 /* lockstep-cuda-bench: the CUDA driver's benchmarks against its peers on
- * the same GPU, in the same run (issue 5's targets).
+ * the same GPU, in the same run, with the driver's targets.
  *
- *   backends/cuda/lockstep-cuda-bench [--quick] [--no-graph] [--only SUBSTRING] [--json]
+ *   bench/cuda/lockstep-cuda-bench [--quick] [--no-graph] [--only SUBSTRING] [--json]
  *                                     [--device cuda:N]
  *
  * Every figure is the median over 11 batches of back-to-back calls on one
@@ -11,9 +11,16 @@
  * step would be), so that the host's launch rate (2-4 us per kernel) does
  * not hide the kernels' own time; --no-graph launches each call.   Peers: cuBLAS
  * SGEMM with TF32 off (CUBLAS_DEFAULT_MATH), cuBLAS bf16 / f32 GEMV, and a
- * device-to-device copy of the bytes an op reads and writes.  --quick runs
+ * device-to-device copy of the bytes an op reads and writes.  A
+ * bandwidth-bound case whose bytes fit in L2 would read L2, not memory,
+ * when repeated on the same buffers: its calls (Lockstep's and the
+ * peer's alike) rotate through copies of the weights (GEMV) or of input
+ * and output (the row ops, the copy) that together hold at least three
+ * times the L2 size (cudaDevAttrL2CacheSize); a row marked "(L2-hot)"
+ * repeats one set on purpose.  Each GEMV is followed by its floor, its
+ * weights read at the copy's rate.  --quick runs
  * fewer batches on smaller shapes (a smoke test).  Lines starting with
- * "target" say whether a goal of the issue is met.  --json prints the
+ * "target" say whether a goal is met.  --json prints the
  * cases on stdout as `lockstep bench --json` does (scripts/bench-report.sh
  * plots them beside the CPU devices), with the copy's rate and the FP32
  * peak as the device's floors, and the text on stderr.  --device picks
@@ -43,6 +50,7 @@ static const char *only;
 static const char *device_name = "cuda:0"; /* --device */
 static int batches = 11;
 static double copy_gbs; /* device-to-device copy, bytes moved (read + write) per second */
+static size_t l2_bytes;  /* the device's L2 (0: unknown, no rotation) */
 static int failures;
 static FILE *txt; /* the text: stdout, or stderr under --json */
 static int json;  /* --json: the cases on stdout */
@@ -164,7 +172,7 @@ static int wanted(const char *name)
 static void row(const char *name, double ours, const char *peer, double theirs, const char *unit,
                 double amount)
 {
-    fprintf(txt, "%-34s %10.1f us", name, ours);
+    fprintf(txt, "%-40s %10.1f us", name, ours);
     if (unit)
         fprintf(txt, " %9.1f %-7s", amount / ours / 1e3, unit);
     else
@@ -175,11 +183,13 @@ static void row(const char *name, double ours, const char *peer, double theirs, 
         fprintf(txt, "\n");
     if (!json)
         return;
-    char id[64];
-    snprintf(id, sizeof id, "%s", name);
-    for (char *c = id; *c; c++)
-        if (*c == ' ')
-            *c = '.';
+    /* spaces as dots, without the parentheses of "(L2-hot)" */
+    char id[96];
+    size_t n = 0;
+    for (const char *c = name; *c && n + 1 < sizeof id; c++)
+        if (*c != '(' && *c != ')')
+            id[n++] = *c == ' ' ? '.' : *c;
+    id[n] = '\0';
     const int tf = unit && !strcmp(unit, "TFLOP/s");
     const double rate = unit ? amount / ours / 1e3 : 0.0;
     printf("%s\n  {\"name\": \"%s\", \"lockstep_ms\": %.5f, \"peer\": \"%s\", "
@@ -205,6 +215,30 @@ static void *dalloc(size_t bytes)
     void *p;
     CHECK_LK(lk_malloc(gpu, bytes, &p));
     return p;
+}
+
+/* Buffer sets the calls of a case rotate through (at most MAX_SETS). */
+#define MAX_SETS 128
+
+/* How many sets of `bytes` each together hold three L2s (1 where one set
+ * does): enough that a set is gone from L2 when its turn comes again. */
+static int sets_for(double bytes)
+{
+    const double want = 3.0 * (double)l2_bytes;
+    if (bytes <= 0 || bytes >= want)
+        return 1;
+    const int n = (int)(want / bytes) + 1;
+    return n < MAX_SETS ? n : MAX_SETS;
+}
+
+/* The set a call uses: each call the next one. */
+static int next_set(int *next, int sets)
+{
+    if (sets <= 1)
+        return 0;
+    const int i = *next % sets;
+    *next = i + 1;
+    return i;
 }
 
 /* Random contents: a 16 MiB host block of values in [-1, 1) (as dtype dt)
@@ -250,28 +284,46 @@ static void dfill(void *d, size_t bytes, lk_dtype dt)
 /* -------------------------------------------------------------- copy */
 
 typedef struct copy_arg {
-    void *dst, *src;
+    void *dst[MAX_SETS], *src[MAX_SETS];
     size_t bytes;
+    int sets, next;
 } copy_arg;
 
 static void run_copy(void *p)
 {
     copy_arg *a = p;
-    CHECK_CUDA(cudaMemcpyAsync(a->dst, a->src, a->bytes, cudaMemcpyDeviceToDevice, stream));
+    const int i = next_set(&a->next, a->sets);
+    CHECK_CUDA(cudaMemcpyAsync(a->dst[i], a->src[i], a->bytes, cudaMemcpyDeviceToDevice, stream));
 }
 
-/* Time of a device-to-device copy of `bytes` (which moves 2 * bytes). */
-static double copy_us(size_t bytes)
+/* Time of a device-to-device copy of `bytes` (which moves 2 * bytes),
+ * rotating through `sets` pairs of buffers. */
+static double copy_us_sets(size_t bytes, int sets)
 {
-    copy_arg a = {dalloc(bytes), dalloc(bytes), bytes};
+    copy_arg *a = calloc(1, sizeof *a);
+    if (!a) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    a->bytes = bytes;
+    a->sets = sets;
+    for (int i = 0; i < sets; i++) {
+        a->dst[i] = dalloc(bytes);
+        a->src[i] = dalloc(bytes);
+    }
     /* plain launches: a copy captured in a graph runs as a memcpy node,
      * measured much slower than cudaMemcpyAsync (775 vs 510 us for 1 GiB on
      * an H200), which would flatter every ratio against it */
-    double t = time_us_mode(run_copy, &a, 0);
-    lk_free(gpu, a.dst);
-    lk_free(gpu, a.src);
+    double t = time_us_mode(run_copy, a, 0);
+    for (int i = 0; i < sets; i++) {
+        lk_free(gpu, a->dst[i]);
+        lk_free(gpu, a->src[i]);
+    }
+    free(a);
     return t;
 }
+
+static double copy_us(size_t bytes) { return copy_us_sets(bytes, sets_for(2.0 * (double)bytes)); }
 
 /* -------------------------------------------------------------- GEMM */
 
@@ -280,11 +332,21 @@ typedef struct gemm_arg {
     lk_dtype dt;
     void *a, *b, *c;
     int trans_b; /* b is N x K */
+    /* sets > 1: each call takes the next of bs[] as b (the GEMV's weights) */
+    int sets, next;
+    void *bs[MAX_SETS];
 } gemm_arg;
+
+static void gemm_pick(gemm_arg *g)
+{
+    if (g->sets > 1)
+        g->b = g->bs[next_set(&g->next, g->sets)];
+}
 
 static void run_lk_gemm(void *p)
 {
     gemm_arg *g = p;
+    gemm_pick(g);
     lk_tensor a = lk_mat(g->a, g->dt, g->m, g->k);
     lk_tensor b = g->trans_b ? lk_mat(g->b, g->dt, g->n, g->k) : lk_mat(g->b, g->dt, g->k, g->n);
     lk_tensor c = lk_mat(g->c, g->dt == LK_F32 ? LK_F32 : g->dt, g->m, g->n);
@@ -297,6 +359,7 @@ static void run_lk_gemm(void *p)
 static void run_cublas_sgemm(void *p)
 {
     gemm_arg *g = p;
+    gemm_pick(g);
     const float one = 1.0f, zero = 0.0f;
     cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)g->n, (int)g->m, (int)g->k, &one, g->b,
                 (int)g->n, g->a, (int)g->k, &zero, g->c, (int)g->n);
@@ -306,6 +369,7 @@ static void run_cublas_sgemm(void *p)
 static void run_cublas_gemv(void *p)
 {
     gemm_arg *g = p;
+    gemm_pick(g);
     const float one = 1.0f, zero = 0.0f;
     if (g->dt == LK_F32) {
         cublasSgemv(blas, CUBLAS_OP_T, (int)g->k, (int)g->n, &one, g->b, (int)g->k, g->a, 1,
@@ -326,7 +390,7 @@ static void bench_gemm(int64_t m, int64_t n, int64_t k)
     if (!wanted(name))
         return;
     gemm_arg g = {m, n, k, LK_F32, dalloc((size_t)(m * k) * 4), dalloc((size_t)(k * n) * 4),
-                  dalloc((size_t)(m * n) * 4), 0};
+                  dalloc((size_t)(m * n) * 4), 0, 1, 0, {NULL}};
     dfill(g.a, (size_t)(m * k) * 4, LK_F32);
     dfill(g.b, (size_t)(k * n) * 4, LK_F32);
     double ours = time_us(run_lk_gemm, &g), theirs = 0;
@@ -346,11 +410,15 @@ static void bench_gemm(int64_t m, int64_t n, int64_t k)
 typedef struct t2_arg {
     int64_t n, k;
     void *x, *xs, *w, *ws, *y;
+    int sets, next; /* sets > 1: each call takes the next of wset[] as w */
+    void *wset[MAX_SETS];
 } t2_arg;
 
 static void run_lk_t2(void *p)
 {
     t2_arg *t = p;
+    if (t->sets > 1)
+        t->w = t->wset[next_set(&t->next, t->sets)];
     lk_tensor x = lk_mat(t->x, LK_I8, 1, t->k), xs = lk_mat(t->xs, LK_F32, 1, 1);
     lk_tensor w = lk_mat(t->w, LK_T2, t->n, t->k), ws = lk_mat(t->ws, LK_F32, 1, 1);
     lk_tensor y = lk_mat(t->y, LK_F32, 1, t->n);
@@ -364,11 +432,20 @@ typedef struct prep_arg {
     lk_dtype dt;
     void *x, *xs, *y;
     lk_weights *w;
+    int sets, next; /* sets > 1: each call takes the next of wset[] as w */
+    lk_weights *wset[MAX_SETS];
 } prep_arg;
+
+static void prep_pick(prep_arg *t)
+{
+    if (t->sets > 1)
+        t->w = t->wset[next_set(&t->next, t->sets)];
+}
 
 static void run_lk_linear(void *p)
 {
     prep_arg *t = p;
+    prep_pick(t);
     lk_tensor x = lk_mat(t->x, t->dt, 1, t->k), y = lk_mat(t->y, t->dt, 1, t->n);
     CHECK_LK(lk_linear(q, &x, t->w, NULL, &y, 0));
 }
@@ -376,6 +453,7 @@ static void run_lk_linear(void *p)
 static void run_lk_t2_linear(void *p)
 {
     prep_arg *t = p;
+    prep_pick(t);
     lk_tensor x = lk_mat(t->x, LK_I8, 1, t->k), xs = lk_mat(t->xs, LK_F32, 1, 1);
     lk_tensor y = lk_mat(t->y, LK_F32, 1, t->n);
     CHECK_LK(lk_ternary_linear(q, &x, &xs, t->w, &y, 0));
@@ -386,39 +464,41 @@ static void run_lk_t2_linear(void *p)
 int lk_bench_read(const void *p, size_t bytes, void *sink, cudaStream_t st);
 
 typedef struct read_arg {
-    const void *p;
+    void *const *p; /* sets of the bytes, one a call in turn */
     size_t bytes;
     void *sink;
+    int sets, next;
 } read_arg;
 
 static void run_read(void *p)
 {
     read_arg *r = p;
-    CHECK_CUDA((cudaError_t)lk_bench_read(r->p, r->bytes, r->sink, stream));
+    CHECK_CUDA((cudaError_t)lk_bench_read(r->p[next_set(&r->next, r->sets)], r->bytes, r->sink,
+                                          stream));
 }
 
 /* A GEMV's weights read by a kernel that does nothing else (same shape
- * and launch as the prepared-weights GEMV, back to back): the cost of
- * reading those bytes with that launch.  For the small shapes (a ternary
- * 2560 x 2560 is 1.6 MB) it is what any op reading them costs.  It is no
- * floor for the large ones: on an H100 it read 35 MB at HBM's rate (11.5
- * us) where the bf16 GEMV, whose blocks also prefetch their share into
- * L2, took 6.8 us. */
-static void read_row(const void *w, double bytes)
+ * and launch as the prepared-weights GEMV, back to back, the same weight
+ * sets in turn): the cost of reading those bytes with that launch.  For
+ * the small shapes (a ternary 2560 x 2560 is 1.6 MB) it is what any op
+ * reading them costs. */
+static void read_row(void *const *w, int sets, double bytes)
 {
     void *sink = dalloc(4);
-    read_arg r = {w, (size_t)bytes, sink};
+    read_arg r = {w, (size_t)bytes, sink, sets, 0};
     double t = time_us(run_read, &r);
-    fprintf(txt, "%-34s %10.1f us %9.1f GB/s  (the same bytes, a read-only kernel)\n",
+    fprintf(txt, "%-40s %10.1f us %9.1f GB/s  (the same bytes, a read-only kernel)\n",
             "  read only", t, bytes / t / 1e3);
     lk_free(gpu, sink);
 }
 
-/* The weights' bytes read once at the copy's read rate. */
-static void floor_row(double bytes)
+/* The weights' bytes read once at the copy's read rate, and the sets the
+ * calls above rotated through (sets_for). */
+static void floor_row(double bytes, int sets)
 {
-    fprintf(txt, "%-34s %10.1f us   (the weights read at the copy's rate, read + write counted)\n",
-            "  floor", bytes / copy_gbs / 1e3);
+    fprintf(txt, "%-40s %10.1f us   (the weights read at the copy's rate; calls rotate over %d "
+                 "set%s, %.0f MB)\n",
+            "  floor", bytes / copy_gbs / 1e3, sets, sets == 1 ? "" : "s", sets * bytes / 1e6);
 }
 
 /* bench_handoff.cu: one phase's handoff across the SMs, alone */
@@ -428,8 +508,8 @@ int lk_bench_handoff(int mode, int n, int iters, int reps, double *us);
  * row handed from every SM to every SM with nothing else running.  A
  * BitNet-2B-4T layer at batch 1 hands rows over five times (of 2560
  * floats, and one of 6912), so five of the second line are a floor under
- * a layer; issue 7's target leaves about 14.8 us a layer on an H100
- * (docs/bench.md, "Eighteenth round"). */
+ * a layer; the decode target leaves about 14.8 us a layer on an H100
+ * (docs/bench.md). */
 static void bench_handoff(void)
 {
     static const struct {
@@ -449,11 +529,11 @@ static void bench_handoff(void)
         const int iters = quick ? 200 : 2000;
         const int e = lk_bench_handoff(cases[i].mode, cases[i].n ? cases[i].n : 4, iters, 5, &us);
         if (e) {
-            fprintf(txt, "%-34s cannot run: %s\n", cases[i].name,
+            fprintf(txt, "%-40s cannot run: %s\n", cases[i].name,
                     cudaGetErrorString((cudaError_t)e));
             return;
         }
-        fprintf(txt, "%-34s %10.2f us   (%s; best of 5 launches of %d, one block an SM)\n",
+        fprintf(txt, "%-40s %10.2f us   (%s; best of 5 launches of %d, one block an SM)\n",
                 cases[i].name, us, cases[i].what, iters);
     }
 }
@@ -476,8 +556,49 @@ static void bench_floor_op(void)
         return;
     tiny_buf = dalloc(2 * sizeof(float));
     dfill(tiny_buf, 2 * sizeof(float), LK_F32);
-    fprintf(txt, "%-34s %10.1f us   (a 1-element lk_binary add: the fixed cost of any op)\n",
+    fprintf(txt, "%-40s %10.1f us   (a 1-element lk_binary add: the fixed cost of any op)\n",
             "smallest op", time_us(run_tiny_add, NULL));
+}
+
+/* lk_weights handles of the GEMV's weight sets (prepared, not timed) */
+static void prepare_sets(prep_arg *pa, void *const *w, lk_dtype dt)
+{
+    for (int i = 0; i < pa->sets; i++) {
+        lk_tensor tw = lk_mat(w[i], dt, pa->n, pa->k);
+        CHECK_LK(lk_weights_prepare(q, &tw, NULL, &pa->wset[i]));
+    }
+    pa->w = pa->wset[0];
+}
+
+static void destroy_sets(prep_arg *pa)
+{
+    CHECK_LK(lk_queue_sync(q));
+    for (int i = 0; i < pa->sets; i++)
+        lk_weights_destroy(pa->wset[i]);
+}
+
+/* The prepared bf16 GEMV and cuBLAS again on one set of weights, which
+ * stays in L2 when it fits: what a model whose weights all fit in L2
+ * would see, labelled as such. */
+static void gemv_hot_rows(const char *pname, gemm_arg *g, prep_arg *pa, double bytes)
+{
+    char hname[96];
+    snprintf(hname, sizeof hname, "%s (L2-hot)", pname);
+    if (bytes >= (double)l2_bytes || !wanted(hname))
+        return;
+    prep_arg ph = *pa;
+    ph.sets = 1;
+    ph.w = pa->wset[0];
+    double ours = time_us(run_lk_linear, &ph), theirs = 0;
+#ifdef LK_BENCH_CUBLAS
+    gemm_arg gh = *g;
+    gh.sets = 1;
+    gh.b = g->bs[0];
+    theirs = time_us(run_cublas_gemv, &gh);
+#else
+    (void)g;
+#endif
+    row(hname, ours, "cuBLAS bf16 GemmEx (L2-hot)", theirs, "GB/s", bytes);
 }
 
 static void bench_gemv(int64_t n, int64_t k)
@@ -491,87 +612,123 @@ static void bench_gemv(int64_t n, int64_t k)
                  (long long)k);
         if (!wanted(name))
             continue;
-        gemm_arg g = {1, n, k, dt, dalloc((size_t)k * es), dalloc((size_t)(n * k) * es),
-                      dalloc((size_t)n * es), 1};
-        dfill(g.a, (size_t)k * es, dt);
-        dfill(g.b, (size_t)(n * k) * es, dt);
-        double ours = time_us(run_lk_gemm, &g), theirs = 0;
+        const double bytes = (double)(n * k) * es;
+        gemm_arg *g = calloc(1, sizeof *g);
+        if (!g) {
+            fprintf(stderr, "out of host memory\n");
+            exit(1);
+        }
+        *g = (gemm_arg){1, n, k, dt, dalloc((size_t)k * es), NULL, dalloc((size_t)n * es), 1,
+                        sets_for(bytes), 0, {NULL}};
+        dfill(g->a, (size_t)k * es, dt);
+        for (int i = 0; i < g->sets; i++) {
+            g->bs[i] = dalloc((size_t)(n * k) * es);
+            dfill(g->bs[i], (size_t)(n * k) * es, dt);
+        }
+        g->b = g->bs[0];
+        double ours = time_us(run_lk_gemm, g), theirs = 0;
 #ifdef LK_BENCH_CUBLAS
-        theirs = time_us(run_cublas_gemv, &g);
+        theirs = time_us(run_cublas_gemv, g);
 #endif
-        double bytes = (double)(n * k) * es;
         row(name, ours, f32 ? "cuBLAS SGEMV" : "cuBLAS bf16 GemmEx", theirs, "GB/s", bytes);
+        floor_row(bytes, g->sets);
         if (!f32) {
             bf16_peer = theirs;
             if (theirs > 0)
                 target(name, theirs / ours, 1.5);
         }
-        /* prepared weights: the same x, W, cuBLAS peer */
+        /* prepared weights: the same x, W sets, cuBLAS peer */
         char pname[80];
         snprintf(pname, sizeof pname, "%s prep", name);
         if (wanted(pname)) {
-            lk_tensor tw = lk_mat(g.b, dt, n, k);
-            prep_arg pa = {n, k, dt, g.a, NULL, g.c, NULL};
-            CHECK_LK(lk_weights_prepare(q, &tw, NULL, &pa.w));
-            double pours = time_us(run_lk_linear, &pa);
+            prep_arg *pa = calloc(1, sizeof *pa);
+            if (!pa) {
+                fprintf(stderr, "out of host memory\n");
+                exit(1);
+            }
+            *pa = (prep_arg){n, k, dt, g->a, NULL, g->c, NULL, g->sets, 0, {NULL}};
+            prepare_sets(pa, g->bs, dt);
+            double pours = time_us(run_lk_linear, pa);
             row(pname, pours, f32 ? "cuBLAS SGEMV" : "cuBLAS bf16 GemmEx", theirs, "GB/s", bytes);
-            floor_row(bytes);
-            read_row(g.b, bytes);
-            /* issue 5's goal; for the LM head it asks more than HBM
-             * can give (docs/bench.md, sixteenth round) */
+            floor_row(bytes, g->sets);
+            read_row(g->bs, g->sets, bytes);
+            /* the driver's goal; for the LM head it asks more than HBM
+             * can give (docs/bench.md) */
             if (!f32 && theirs > 0)
                 target(pname, theirs / pours, 1.5);
-            CHECK_LK(lk_queue_sync(q));
-            lk_weights_destroy(pa.w);
+            if (!f32)
+                gemv_hot_rows(pname, g, pa, bytes);
+            destroy_sets(pa);
+            free(pa);
         }
-        lk_free(gpu, g.a);
-        lk_free(gpu, g.b);
-        lk_free(gpu, g.c);
+        lk_free(gpu, g->a);
+        for (int i = 0; i < g->sets; i++)
+            lk_free(gpu, g->bs[i]);
+        lk_free(gpu, g->c);
+        free(g);
     }
 
     char name[64];
     snprintf(name, sizeof name, "ternary gemv %lldx%lld", (long long)n, (long long)k);
     if (!wanted(name))
         return;
-    t2_arg t = {n, k, dalloc((size_t)k), dalloc(4), dalloc((size_t)(n * ((k + 3) / 4))),
-                dalloc(4), dalloc((size_t)n * 4)};
+    const size_t wbytes = (size_t)(n * ((k + 3) / 4));
+    const double bytes = (double)wbytes;
+    t2_arg *t = calloc(1, sizeof *t);
+    if (!t) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    *t = (t2_arg){n, k, dalloc((size_t)k), dalloc(4), NULL, dalloc(4), dalloc((size_t)n * 4),
+                  sets_for(bytes), 0, {NULL}};
     float one = 1.0f;
-    dfill(t.x, (size_t)k, LK_I8);
-    dfill(t.w, (size_t)(n * ((k + 3) / 4)), LK_T2);
-    CHECK_LK(lk_memcpy(q, t.xs, &one, 4, LK_COPY_HOST_TO_DEVICE));
-    CHECK_LK(lk_memcpy(q, t.ws, &one, 4, LK_COPY_HOST_TO_DEVICE));
+    dfill(t->x, (size_t)k, LK_I8);
+    for (int i = 0; i < t->sets; i++) {
+        t->wset[i] = dalloc(wbytes);
+        dfill(t->wset[i], wbytes, LK_T2);
+    }
+    t->w = t->wset[0];
+    CHECK_LK(lk_memcpy(q, t->xs, &one, 4, LK_COPY_HOST_TO_DEVICE));
+    CHECK_LK(lk_memcpy(q, t->ws, &one, 4, LK_COPY_HOST_TO_DEVICE));
     CHECK_LK(lk_queue_sync(q));
-    double ours = time_us(run_lk_t2, &t);
-    double bytes = (double)(n * ((k + 3) / 4));
+    double ours = time_us(run_lk_t2, t);
     row(name, ours, "cuBLAS bf16 GEMV (same)", bf16_peer, "GB/s", bytes);
     /* the floor: the packed weights read at the copy's rate (a pure read
      * streams as many bytes per second as a copy reads and writes: the sum
      * of 2^28 floats reads at the copy's figure) */
-    double floor_us = bytes / copy_gbs / 1e3;
-    fprintf(txt, "%-34s %10.1f us   (packed weights read at the copy's rate)\n", "  floor",
-            floor_us);
+    floor_row(bytes, t->sets);
     if (bf16_peer > 0)
         target(name, bf16_peer / ours, 4.0);
     char pname[80];
     snprintf(pname, sizeof pname, "%s prep", name);
     if (wanted(pname)) {
-        lk_tensor tw = lk_mat(t.w, LK_T2, n, k), tws = lk_mat(t.ws, LK_F32, 1, 1);
-        prep_arg pa = {n, k, LK_I8, t.x, t.xs, t.y, NULL};
-        CHECK_LK(lk_weights_prepare(q, &tw, &tws, &pa.w));
-        double pours = time_us(run_lk_t2_linear, &pa);
+        prep_arg *pa = calloc(1, sizeof *pa);
+        if (!pa) {
+            fprintf(stderr, "out of host memory\n");
+            exit(1);
+        }
+        *pa = (prep_arg){n, k, LK_I8, t->x, t->xs, t->y, NULL, t->sets, 0, {NULL}};
+        for (int i = 0; i < pa->sets; i++) {
+            lk_tensor tw = lk_mat(t->wset[i], LK_T2, n, k), tws = lk_mat(t->ws, LK_F32, 1, 1);
+            CHECK_LK(lk_weights_prepare(q, &tw, &tws, &pa->wset[i]));
+        }
+        pa->w = pa->wset[0];
+        double pours = time_us(run_lk_t2_linear, pa);
         row(pname, pours, "cuBLAS bf16 GEMV (same)", bf16_peer, "GB/s", bytes);
-        floor_row(bytes);
-        read_row(t.w, bytes);
+        floor_row(bytes, t->sets);
+        read_row(t->wset, t->sets, bytes);
         if (bf16_peer > 0)
             target(pname, bf16_peer / pours, 4.0);
-        CHECK_LK(lk_queue_sync(q));
-        lk_weights_destroy(pa.w);
+        destroy_sets(pa);
+        free(pa);
     }
-    lk_free(gpu, t.x);
-    lk_free(gpu, t.xs);
-    lk_free(gpu, t.w);
-    lk_free(gpu, t.ws);
-    lk_free(gpu, t.y);
+    lk_free(gpu, t->x);
+    lk_free(gpu, t->xs);
+    for (int i = 0; i < t->sets; i++)
+        lk_free(gpu, t->wset[i]);
+    lk_free(gpu, t->ws);
+    lk_free(gpu, t->y);
+    free(t);
 }
 
 /* ----------------------------------------------- sum, norms, softmax */
@@ -580,11 +737,18 @@ typedef struct row_arg {
     int kind; /* 0 sum, 1 rmsnorm, 2 layernorm, 3 softmax */
     int64_t rows, cols;
     void *x, *y, *w, *b;
+    int sets, next; /* sets > 1: each call takes the next of xs[], ys[] */
+    void *xs[MAX_SETS], *ys[MAX_SETS];
 } row_arg;
 
 static void run_rows(void *p)
 {
     row_arg *r = p;
+    if (r->sets > 1) {
+        const int i = next_set(&r->next, r->sets);
+        r->x = r->xs[i];
+        r->y = r->ys[i];
+    }
     lk_tensor x = lk_mat(r->x, LK_F32, r->rows, r->cols);
     if (r->kind == 0) {
         lk_tensor y = lk_mat(r->y, LK_F32, r->rows, 1);
@@ -609,13 +773,24 @@ static void bench_rows(int kind, int64_t rows, int64_t cols)
              (long long)cols);
     if (!wanted(name))
         return;
-    size_t bytes = (size_t)(rows * cols) * 4;
-    row_arg r = {kind, rows, cols, dalloc(bytes), dalloc(kind ? bytes : (size_t)rows * 4),
-                 dalloc((size_t)cols * 4), dalloc((size_t)cols * 4)};
-    dfill(r.x, bytes, LK_F32);
-    dfill(r.w, (size_t)cols * 4, LK_F32);
-    dfill(r.b, (size_t)cols * 4, LK_F32);
-    double ours = time_us(run_rows, &r);
+    size_t bytes = (size_t)(rows * cols) * 4, ybytes = kind ? bytes : (size_t)rows * 4;
+    row_arg *r = calloc(1, sizeof *r);
+    if (!r) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    *r = (row_arg){kind, rows, cols, NULL, NULL, dalloc((size_t)cols * 4),
+                   dalloc((size_t)cols * 4), sets_for((double)(bytes + ybytes)), 0, {NULL}, {NULL}};
+    for (int i = 0; i < r->sets; i++) {
+        r->xs[i] = dalloc(bytes);
+        r->ys[i] = dalloc(ybytes);
+        dfill(r->xs[i], bytes, LK_F32);
+    }
+    r->x = r->xs[0];
+    r->y = r->ys[0];
+    dfill(r->w, (size_t)cols * 4, LK_F32);
+    dfill(r->b, (size_t)cols * 4, LK_F32);
+    double ours = time_us(run_rows, r);
     if (kind == 0) {
         /* a copy of the same bytes reads them and writes them: the read
          * alone takes about half of it, the sum's floor */
@@ -626,10 +801,13 @@ static void bench_rows(int kind, int64_t rows, int64_t cols)
         row(name, ours, "D2D copy (same bytes)", c, "GB/s", 2.0 * bytes);
         target(name, c / ours, 0.85);
     }
-    lk_free(gpu, r.x);
-    lk_free(gpu, r.y);
-    lk_free(gpu, r.w);
-    lk_free(gpu, r.b);
+    for (int i = 0; i < r->sets; i++) {
+        lk_free(gpu, r->xs[i]);
+        lk_free(gpu, r->ys[i]);
+    }
+    lk_free(gpu, r->w);
+    lk_free(gpu, r->b);
+    free(r);
 }
 
 /* The FP32 peak of the current CUDA device in GFLOP/s (FMA lanes x 2 x the SM clock): the
@@ -719,10 +897,20 @@ int main(int argc, char **argv)
     fprintf(txt, "lockstep-cuda-bench on %s%s; %s\n", props.description, quick ? " (quick)" : "",
             use_graphs ? "batches timed as CUDA graphs" : "plain launches");
     {
+        int dev = 0, l2 = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) == cudaSuccess && l2 > 0)
+            l2_bytes = (size_t)l2;
+        (void)cudaGetLastError();
+        fprintf(txt, "L2 %.1f MiB: the calls of a case rotate through buffer sets of >= %.0f MB "
+                     "in all, both sides (\"(L2-hot)\": one set)\n",
+                l2_bytes / 1048576.0, 3.0 * l2_bytes / 1e6);
+    }
+    {
         size_t bytes = (size_t)1 << 28;
         double c = copy_us(bytes);
         copy_gbs = 2.0 * bytes / c / 1e3;
-        fprintf(txt, "%-34s %10.1f us %9.1f GB/s (read + write)\n", "D2D copy 256 MiB", c,
+        fprintf(txt, "%-40s %10.1f us %9.1f GB/s (read + write)\n", "D2D copy 256 MiB", c,
                 copy_gbs);
     }
     if (json) {

@@ -1,13 +1,14 @@
 /* Lockstep CUDA driver (internal): the LK_GEMM_TC_SM90 tier on wgmma
- * (backends/cuda/tc_wgmma.cu), called by tc_gemm.cu, and the integer GEMMs on
- * int8 wgmma, called by tc_ternary.cu. */
+ * (tc/wgmma_gemm.cu), called by tc/gemm.cu, and the integer GEMMs on int8
+ * wgmma (tc/wgmma_int8.cu: the weights as B in shared memory, or ternary
+ * weights as the register operand A), called by tc/ternary.cu. */
 #ifndef LK_CUDA_TC_WGMMA_CUH
 #define LK_CUDA_TC_WGMMA_CUH
 
 #include "backends/cuda/driver.h"
 
 /* Enqueue the tier's GEMM on wgmma with a bm x bn tile (one of
- * tc_wgmma.cu's wg_tiles: bm 128, bn 256, 192, 160, 128, 80 or 64; bm 64,
+ * tc/wgmma_gemm.cu's wg_tiles: bm 128, bn 256, 192, 160, 128, 80 or 64; bm 64,
  * bn 256, 128, 64 or 48; any other pair, bn 0 among them: tile and cl
  * chosen from the shape), in clusters of cl (1 or 2: two blocks share the
  * loads of one operand; 1 where the device holds no such cluster), ks
@@ -26,7 +27,7 @@ bool lk_cuda_tc_wgmma(lk_cuda_queue *q, const lk_gemm_args *a, int bm, int bn, i
  * sums, so section 9's bits) and return true; false, having enqueued
  * nothing, when it does not apply: not an sm_90 GPU, a module without
  * sm_90a code, x or w rows not 16-byte aligned, or a tensor map the driver
- * refuses.  The caller then runs tc_ternary.cu's mma.sync kernels. */
+ * refuses.  The caller then runs tc/ternary.cu's mma.sync kernels. */
 bool lk_cuda_tc_wgmma_qgemm(lk_cuda_queue *q, const lk_qgemm_args *a, bool t2, int bn);
 
 /* Enqueue lk_ternary_gemm on int8 wgmma with the weights as the register

@@ -17,7 +17,7 @@
  * follow the wgmma arithmetic, as MMA-Sim found: tests/test_tc.c prints
  * which model the GPU matches).  Another GPU refuses the call.
  *
- * On sm_90 the tier runs on wgmma (tc_wgmma.cu) where it applies: A as
+ * On sm_90 the tier runs on wgmma (tc/wgmma_gemm.cu) where it applies: A as
  * M x K and B as N x K with 16-byte aligned rows, and a module with sm_90a
  * code; these mma.sync kernels take everything else.
  *
@@ -33,7 +33,7 @@
 #include <string.h>
 
 #include "backends/cuda/gemm.cuh"
-#include "backends/cuda/tc_wgmma.cuh"
+#include "backends/cuda/tc/wgmma.cuh"
 
 #ifndef LK_TC_WGMMA_AUTO
 #define LK_TC_WGMMA_AUTO 1 /* sm_90 takes wgmma unless a variant is forced */
@@ -312,7 +312,7 @@ extern "C" lk_status lk_cuda_gemm_tc(void *queue, const lk_gemm_args *a)
     g.e = lk_gemm_epi_make(a);
 
     const char *force = getenv("LOCKSTEP_CUDA_TC_KERNEL");
-    /* sm_90: wgmma (tc_wgmma.cu) where its layout and build allow; by
+    /* sm_90: wgmma (tc/wgmma_gemm.cu) where its layout and build allow; by
      * default only with LK_TC_WGMMA_AUTO (the switch, should a GPU run
      * find it wrong: LOCKSTEP_CUDA_TC_KERNEL=wgmma still reaches it) */
     const bool want_wgmma = force && *force ? strncmp(force, "wgmma", 5) == 0 : LK_TC_WGMMA_AUTO;

@@ -19,7 +19,7 @@
  * fill), so whatever codes lie there add nothing.
  *
  * On sm_90 (an sm_90a build, rows 16-byte aligned) the int8 wgmma kernel
- * of tc_wgmma.cu runs instead.
+ * of tc/wgmma_int8.cu runs instead.
  *
  * LOCKSTEP_CUDA_TC_INT_KERNEL=128x128, 64x128, 64x64 (each also with
  * -generic: the plain loader) forces an mma.sync variant, =mma.sync the
@@ -35,12 +35,12 @@
 
 #include "backends/cuda/qgemm.cuh"
 #include "backends/cuda/tc_ptx.cuh"
-#include "backends/cuda/tc_ternary.cuh"
-#include "backends/cuda/tc_wgmma.cuh"
+#include "backends/cuda/tc/ternary.cuh"
+#include "backends/cuda/tc/wgmma.cuh"
 
 #ifndef LK_TC_WGMMA_RA_AUTO
-/* 1: sm_90 ternary takes tc_wgmma.cu's weights-as-A kernel ("wgmma-ra")
- * unless a variant is forced.  On the H200 (2026-11-21) it was as fast as
+/* 1: sm_90 ternary takes tc/wgmma_int8.cu's weights-as-A kernel ("wgmma-ra")
+ * unless a variant is forced.  On the H200 it was as fast as
  * or faster than the kernel that decodes the codes into shared memory on
  * every BitNet shape at M = 512 and 2048 (up to 1.25x at 2048x2560x6912). */
 #define LK_TC_WGMMA_RA_AUTO 1
@@ -302,7 +302,7 @@ bool lk_cuda_tc_qgemm(lk_cuda_queue *queue, const lk_qgemm_args *a, bool t2, con
     const char *force = getenv("LOCKSTEP_CUDA_TC_INT_KERNEL");
     if (dev->cc_major < 8 || a->m < TQ_MIN_M || (force && strcmp(force, "simt") == 0))
         return false;
-    /* sm_90: int8 wgmma (tc_wgmma.cu) where its alignment and build allow,
+    /* sm_90: int8 wgmma (tc/wgmma_*.cu) where its alignment and build allow,
      * unless an mma.sync variant is forced */
     const bool want_wgmma = force && *force ? strncmp(force, "wgmma", 5) == 0
                                             : LK_TC_WGMMA_INT_AUTO;

@@ -1,6 +1,6 @@
 /* Lockstep CUDA: the tensor-core tier against cuBLAS (not installed).
  *
- *   backends/cuda/lockstep-tc-bench [--quick] [--case KIND:MxNxK[,...]]
+ *   bench/cuda/lockstep-tc-bench [--quick] [--case KIND:MxNxK[,...]]
  *
  * bf16 GEMM C(f32, M x N) = A(M x K) . B(N x K)^T with the GPU's own tier
  * (LK_GEMM_TC_SM80 or _SM90) against cublasGemmEx (bf16 inputs, f32
@@ -8,9 +8,8 @@
  * the median over the repetitions of a batch of calls back to back (the
  * GPU's time once the host runs ahead; a call alone on an idle stream and
  * the host's time per call are printed beside it), TFLOP/s and the ratio
- * ours/cuBLAS speed (issue 6
- * targets: >= 0.85 at 4096^3 and 8192^3, >= 0.8 at 2048x3072x768 and the
- * BitNet shapes).  Then ternary prefill (lk_ternary_gemm on canonical
+ * ours/cuBLAS speed (targets: >= 0.85 at 4096^3 and 8192^3, >= 0.8 at
+ * 2048x3072x768 and the BitNet shapes).  Then ternary prefill (lk_ternary_gemm on canonical
  * LK_T2 codes, and lk_ternary_linear on prepared weights, what a model's
  * prefill runs; int8 tensor cores: wgmma on sm_90, the mma.sync kernels
  * beside it) against cuBLAS bf16 of the same shape (target: faster).  LOCKSTEP_TC_BENCH_VARIANTS
@@ -212,7 +211,7 @@ static void bench(int64_t m, int64_t n, int64_t k, double goal)
 }
 
 /* Ternary prefill (lk_ternary_gemm: int8 x, LK_T2 w, f32 y) against cuBLAS
- * bf16 of the same M x N x K (issue 6: faster than cuBLAS), and against
+ * bf16 of the same M x N x K (target: faster than cuBLAS), and against
  * the dp4a kernels (LOCKSTEP_CUDA_TC_INT_KERNEL=simt). */
 static void bench_ternary(int64_t m, int64_t n, int64_t k)
 {
