@@ -5,7 +5,7 @@
  * (peer time / Lockstep time: above 1, Lockstep is faster; for a floor
  * such as a streaming read, the fraction of the machine's speed reached).
  * The cases and what they are compared with are in bench_cases.c;
- * docs/bench.md explains the floors and keeps the figures measured. */
+ * docs/performance.md explains the floors and keeps the figures measured. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif

@@ -5,7 +5,7 @@
 # for the build machine) and a small driver (opcount.c, for AArch64)
 # against the cross build of scripts/test-arm.sh, then prints, per op, the
 # instructions of one call on ref, cpu:neon and cpu:neon-dotprod (one
-# thread) and their ratios.  docs/bench.md quotes the result.
+# thread) and their ratios.  docs/internals/cpu-kernels.md quotes the result.
 #   scripts/arm-insns.sh [build dir, default _build-arm]
 set -e
 cd "$(dirname "$0")/.."

@@ -256,7 +256,7 @@ plot bandwidth "Bandwidth-bound cases: GB/s of Lockstep (filled) and of the stre
     echo
     echo "Ratio = peer time / Lockstep time: above 1 Lockstep is faster; against a floor"
     echo "(a streaming read or copy loop on the same threads) it is the fraction of the"
-    echo "machine's bandwidth reached.  docs/bench.md explains the cases, peers and floors."
+    echo "machine's bandwidth reached.  docs/performance.md explains the cases, peers and floors."
     echo
     [ -f "$OUT/ratio.png" ] && echo "![ratio per case and CPU device](ratio.png)" && echo
     [ -f "$OUT/ratio-gpu.png" ] && echo "![ratio per case and GPU](ratio-gpu.png)" && echo

@@ -8,7 +8,7 @@
 # The build directory is _build-arm/, or $LK_ARM_BUILD_DIR.
 # LOCKSTEP_TEST_QUICK is set for the qemu runs: the slowest tests run fewer
 # thread counts and samples there (every op and dtype is still checked).
-# Timings under qemu mean nothing; see docs/bench.md for instruction counts.
+# Timings under qemu mean nothing; see docs/internals/cpu-kernels.md for instruction counts.
 set -e
 cd "$(dirname "$0")/.."
 host=aarch64-linux-gnu

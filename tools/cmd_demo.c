@@ -61,7 +61,7 @@ static void usage(FILE *f)
             "                    weights (the same bits either way)\n"
             "  --layers-op       run a decode step's layers as one lk_bitnet_decode call\n"
             "                    (one kernel on sm_90 GPUs, today slower than the ops in a\n"
-            "                    graph: docs/bench.md; the same bits either way)\n"
+            "                    graph: docs/performance.md; the same bits either way)\n"
             "  --no-graph        run the decode steps op by op, not as captured graphs\n"
             "                    (CUDA graphs on GPUs, replayed records elsewhere; the\n"
             "                    same bits either way)\n"
@@ -455,7 +455,7 @@ int lk_cmd_demo(int argc, char **argv)
     /* A decode step of one sequence reads every weight once: the ternary
      * projections at 2 bits and the bf16 head.  Bytes per step times steps
      * per second is the rate the weights stream at, the figure to set
-     * beside the machine's read bandwidth (issue 7's targets). */
+     * beside the machine's read bandwidth (the decode rate's floor). */
     {
         const double qd = (double)(c->n_head * c->head_dim), kvd = (double)(c->n_kv * c->head_dim);
         const double d = (double)c->dim, f = (double)c->ffn;

@@ -28,7 +28,7 @@ const char *lk_cpu_isa_name(lk_cpu_isa isa);
  * the hardware prefetchers; set by lk_cpu_isa_supported().  Measured: on
  * Intel Xeon it took the ternary GEMV from memory from 0.65 to 0.90 of the
  * streaming read; on AMD Zen 4 the same prefetches slowed the AVX-512
- * stream to half (docs/bench.md), so only Intel gets them. */
+ * stream to half (docs/internals/cpu-kernels.md), so only Intel gets them. */
 extern int lk_cpu_prefetch;
 
 /* The CPU's brand string ("AMD EPYC 9B14"), "" when unknown. */

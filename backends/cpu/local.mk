@@ -1,4 +1,4 @@
-# The CPU driver (issue 3): threads, ISA selection, and the x86 kernels.
+# The CPU driver: threads, ISA selection, and the x86 kernels.
 #
 # The kernels are written once (backends/cpu/kernels/*.c) against a vector
 # vocabulary that each ISA directory supplies (backends/cpu/<isa>/vec.h);
@@ -88,7 +88,7 @@ liblockstep_la_LIBADD += backends/cpu/libcpu_avx2_simde.la \
 	backends/cpu/libcpu_avx_vnni_simde.la backends/cpu/libcpu_avx512_simde.la
 endif
 
-# AArch64 (issue 4): the same kernels on NEON, and with sdot for the
+# AArch64: the same kernels on NEON, and with sdot for the
 # integer GEMMs; with --enable-emulated-isa also against SIMDe's NEON, on
 # any host, as cpu:neon@simde and cpu:neon-dotprod@simde.
 lk_cpu_neon_files = \

@@ -5,7 +5,7 @@
  * separate kernels each one costs its launch, its ramp-up and its wait for
  * the previous one (about 1 us in a CUDA graph with PDL), more than the
  * 17 MB of ternary weights a layer streams (about 5 us at HBM speed) need
- * (docs/bench.md, "Eighth round").  Here one block per SM runs every
+ * (docs/internals/decode-step.md).  Here one block per SM runs every
  * layer, the phases separated by grid barriers:
  *
  *   1  rmsnorm+quantise x          ternary qkv rows          -> QKV
@@ -28,10 +28,10 @@
  * room back on named barriers 2-9; every barrier and what it orders:
  * docs/internals/bitnet-decode-sync.md).
  *
- * Where it stands (docs/bench.md, fifteenth to nineteenth rounds):
+ * Where it stands (docs/internals/decode-step.md):
  * bit-exact; on an H100 a 30-layer step is one launch of about 31 us a
  * layer (821-833 tokens/s at batch 1, 14 % ahead of the ops in a CUDA
- * graph), from 50 us a layer in the fourteenth round.  What is left is
+ * graph; its first version took 50 us a layer).  What is left is
  * latency, spread over the twenty-odd dependent steps of each phase:
  * the four norms' chains (row from L2, lane sums, 1 / rms, maximum,
  * codes: about 2.5 us each), five handoffs (stores, a release-add whose
@@ -106,7 +106,7 @@ struct bn_proj {
 /* 112 bytes a layer: 32 of them and the rest within the 4 KB of kernel
  * arguments every driver takes, so a 30-layer step is one launch (one
  * ramp-up, one cold weight ring; two launches of 24 and 6 layers were
- * about 2 % slower on an H100, docs/bench.md "Eighteenth round"). */
+ * about 2 % slower on an H100). */
 struct bn_layer {
     bn_proj qkv, o, gu, dn;
     const float *an, *asn, *fn, *fsn; /* NULL: no weight */
@@ -659,7 +659,7 @@ __device__ __forceinline__ void bn_group(const bn_kargs &a, const bn_kind &K, in
     }
     /* not unrolled: a lane has at most 5 words of a row (K.nw / 32), and
      * the smaller loop measured 2-3 % faster at batch 1 on an H100 than
-     * unroll 4 (docs/bench.md, nineteenth round) */
+     * unroll 4 */
 #pragma unroll 1
     for (int j = lane; j < K.nw; j += 32) {
         uint32_t c[G], cu[G];

@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(H == 1 ? 64 * LK_RR_MAX_CHUNKS : 64 * H,
  * a lane (J = 16), rather than RMSNorm's 128 (J = 32, which spills under
  * the register bound of eight blocks an SM with LayerNorm's centring):
  * 0.91 of the device-to-device copy at 4096 x 4096 against 0.86 (H200,
- * one run; 16384 x 8192 0.95 either way; docs/bench.md, seventh round). */
+ * one run; 16384 x 8192 0.95 either way; docs/internals/reductions.md). */
 #define NORM_LAYER_H 4
 
 template <bool LAYER> struct norm_op {

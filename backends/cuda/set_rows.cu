@@ -14,7 +14,7 @@
  * Under capture, up to SR_ONE_ROWS rows (a decode step's new k and v):
  * one block checks the indices and, if all are good, scatters the rows
  * itself, one kernel instead of two (every kernel of a decode step costs
- * about a microsecond before it does any work: docs/bench.md). */
+ * about a microsecond before it does any work: docs/internals/cuda-kernels.md). */
 #include "backends/cuda/model.cuh"
 
 namespace {

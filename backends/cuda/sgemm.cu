@@ -20,7 +20,7 @@
  * compiler, at its 128-register cap, moved their global loads next to
  * the stores, so every slice waited for memory: 0.70 of cuBLAS SGEMM at
  * 4096^3 against 0.90 for this staging in a standalone probe on the
- * H200 (docs/bench.md, seventh round).
+ * H200 (docs/internals/cuda-kernels.md).
  *
  * Padding: k >= K reads a = -0 and b = +0, whose product -0 leaves every
  * acc as it is (gemm.cu pads with +0 and -0, the same product); rows and

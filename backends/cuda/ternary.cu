@@ -96,7 +96,7 @@ __device__ __forceinline__ int xp_offset(int64_t g) { return (int)(g * 4 + (g >>
  * decode call runs each kernel once, so the instructions it walks through
  * are fetched every time, and this edge code inlined at each load site
  * made the M = 1 kernel 77 KiB of machine code instead of 34 (and a call
- * on the H200 0.6-1.5 us slower, docs/bench.md eighth round). */
+ * on the H200 0.6-1.5 us slower). */
 __device__ __noinline__ uint4 t2_load_tail(const uint8_t *p, int64_t avail)
 {
     uint32_t v[4] = {0, 0, 0, 0};

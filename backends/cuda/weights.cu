@@ -82,10 +82,10 @@ extern "C" lk_status lk_cuda_weights_prepare(void *queue, const lk_weights_args 
     lk_cuda_queue *q = op.q;
     const lk_tensor &w = a->w;
     /* Ternary weights: the GEMV reads a canonical copy (ternary.cu's
-     * t2_gemv read it faster than a rearranged layout did, docs/bench.md
-     * fifth round; the driver's own copy tells it that no op writes them,
-     * so it requests them before lk_pdl_wait()), and on sm_90 the
-     * tensor-core kernel its own layout (lk_cuda_t2_prepare). */
+     * t2_gemv read it faster than a rearranged layout did; the driver's
+     * own copy tells it that no op writes them, so it requests them
+     * before lk_pdl_wait()), and on sm_90 the tensor-core kernel its own
+     * layout (lk_cuda_t2_prepare). */
     if (w.dtype == LK_T2)
         return lk_cuda_t2_prepare(op, a, out);
     const int64_t groups = (w.rows + LK_LIN_G - 1) / LK_LIN_G;

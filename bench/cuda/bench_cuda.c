@@ -509,7 +509,7 @@ int lk_bench_handoff(int mode, int n, int iters, int reps, double *us);
  * BitNet-2B-4T layer at batch 1 hands rows over five times (of 2560
  * floats, and one of 6912), so five of the second line are a floor under
  * a layer; the decode target leaves about 14.8 us a layer on an H100
- * (docs/bench.md). */
+ * (docs/performance.md). */
 static void bench_handoff(void)
 {
     static const struct {
@@ -653,7 +653,7 @@ static void bench_gemv(int64_t n, int64_t k)
             floor_row(bytes, g->sets);
             read_row(g->bs, g->sets, bytes);
             /* the driver's goal; for the LM head it asks more than HBM
-             * can give (docs/bench.md) */
+             * can give (docs/performance.md) */
             if (!f32 && theirs > 0)
                 target(pname, theirs / pours, 1.5);
             if (!f32)

@@ -1,4 +1,4 @@
-# The BitNet b1.58 example (issue 7): a GGUF reader and writer, the decoder
+# The BitNet b1.58 example: a GGUF reader and writer, the decoder
 # built on Lockstep's ops, and a small SHA-256.  One convenience library that
 # `lockstep demo` (tools/cmd_demo.c) and the tests link; compiled as a user
 # would compile it (public headers only, no internal defines).

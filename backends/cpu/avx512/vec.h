@@ -15,7 +15,7 @@
 
 #define VW 16        /* f32 lanes */
 /* 12 x 32: 24 accumulators + 2 B + 1 A of 32 registers.  Measured on a
- * Xeon against 14 x 32, 6 x 64 and 8 x 48: the fastest (docs/bench.md). */
+ * Xeon against 14 x 32, 6 x 64 and 8 x 48: the fastest (docs/internals/cpu-kernels.md). */
 #define GEMM_MR 12
 #define GEMM_NR 32
 

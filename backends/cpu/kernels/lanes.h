@@ -37,7 +37,7 @@ LK_INLINE vf lane_term(const int kind, vf lane, vf x, vf m)
 
 /* Bytes ahead that a chunk asks the memory for, on top of the hardware
  * prefetcher, where that pays (lk_cpu_prefetch): on a Xeon it took a 2^26
- * sum from 0.72 to 0.97 of the streaming read (docs/bench.md). */
+ * sum from 0.72 to 0.97 of the streaming read (docs/internals/reductions.md). */
 #define LANE_PREFETCH 2048
 
 /* A stream of prefetches spread over an in-cache pass: every call of

@@ -184,7 +184,7 @@ static int32_t tq_row_scaled(const tq_ctx *c, const uint8_t *w, const int8_t *x,
     vi t[4] = {vi_zero(), vi_zero(), vi_zero(), vi_zero()};
     int64_t g = 0;
     /* four groups (four lines) per iteration: on Zen 4, from memory, about
-     * twice as fast as two when run back to back (docs/bench.md); the sums
+     * twice as fast as two when run back to back (docs/internals/cpu-kernels.md); the sums
      * are the same integers in any order. */
     for (; g + 4 <= c->full; g += 4) {
         if (lk_cpu_prefetch) {

@@ -480,7 +480,7 @@ namespace {
  * MMAs, so the narrower tiles win where they give more blocks; ties go to
  * the earlier.  Fitted (relative error, store >= 0) to lockstep-tc-bench's
  * forced tiles on an H200, the BitNet shapes at M = 128 .. 2048, 4096³,
- * 8192³ and 2048x3072x768 (docs/bench.md): within 18 %,
+ * 8192³ and 2048x3072x768 (docs/internals/tensor-cores.md): within 18 %,
  * and on 17 of those 19 shapes the fastest tile or within 3 % of it.
  * 64 x 128's slice then cost 0.296 us, 0.3 % short of 128 x 64's tie at
  * 128 x 6912 x 2560, where an H100 took 18.5 us with 64 x 128 and 16.1
