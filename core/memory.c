@@ -130,6 +130,11 @@ lk_status lk_mem_check(lk_device *dev, const char *fn, const char *what, uintptr
         return lk_error(LK_ERR_WRONG_DEVICE,
                         "%s: %s: extends past the end of its lk_malloc'd block on %s", fn,
                         what, dev->props.name);
+    /* memory another allocator made on this device, if the driver can
+     * tell (driver.h, mem_reachable) */
+    if (dev->iface->mem_reachable &&
+        dev->iface->mem_reachable(dev->state, (const void *)lo, (size_t)(hi - lo)))
+        return LK_OK;
     return lk_error(LK_ERR_WRONG_DEVICE,
                     "%s: %s: not memory of device %s (use lk_malloc on it and lk_memcpy)",
                     fn, what, dev->props.name);

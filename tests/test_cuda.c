@@ -687,6 +687,50 @@ static void test_graph(void)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         rel(all[i]);
 }
+
+/* Memory another allocator made on the GPU (here cudaMalloc itself, as
+ * PyTorch's allocator does) is the device's too: an op reads and writes it
+ * and gives the reference's bits; host memory is still refused. */
+static void test_foreign_memory(void)
+{
+    int64_t rows = 7, n = 1000;
+    size_t bytes = (size_t)(rows * n) * 4;
+    buf X = mk(bytes), Y = mk(bytes);
+    fill(&X, LK_F32, 0);
+    up(&X);
+    void *fx = NULL, *fy = NULL;
+    if (cudaMalloc(&fx, bytes) != cudaSuccess || cudaMalloc(&fy, bytes) != cudaSuccess) {
+        skip(3, "cudaMalloc failed");
+        cudaFree(fx);
+        rel(&X), rel(&Y);
+        return;
+    }
+    lk_tensor xr = tn(&X, 0, LK_F32, rows, n, n), yr = tn(&Y, 0, LK_F32, rows, n, n);
+    /* a view that starts one row in, as a slice of a framework's tensor */
+    lk_tensor xg = lk_mat(fx, LK_F32, rows, n), yg = lk_mat(fy, LK_F32, rows, n);
+    lk_tensor xv = lk_mat((float *)fx + n, LK_F32, rows - 1, n);
+    lk_tensor yv = lk_mat((float *)fy + n, LK_F32, rows - 1, n);
+    lk_status s0 = lk_rmsnorm(rq, &xr, NULL, 1e-6f, &yr);
+    lk_status s1 = cudaMemcpy(fx, X.h, bytes, cudaMemcpyHostToDevice) == cudaSuccess
+                       ? lk_rmsnorm(gq, &xg, NULL, 1e-6f, &yg)
+                       : LK_ERR_INTERNAL;
+    lk_status s2 = s1 == LK_OK ? lk_queue_sync(gq) : s1;
+    int good = s0 == LK_OK && s2 == LK_OK &&
+               cudaMemcpy(Y.back, fy, bytes, cudaMemcpyDeviceToHost) == cudaSuccess &&
+               memcmp(Y.h, Y.back, bytes) == 0;
+    ok(good, "an op on cudaMalloc'd memory the library did not allocate: the reference's bits (%s)",
+       s2 == LK_OK ? "ok" : lk_last_error());
+    lk_status s3 = lk_rmsnorm(gq, &xv, NULL, 1e-6f, &yv);
+    ok(s3 == LK_OK && lk_queue_sync(gq) == LK_OK, "a view inside foreign memory is accepted (%s)",
+       s3 == LK_OK ? "ok" : lk_last_error());
+    /* host memory is not the GPU's, whoever allocated it */
+    lk_tensor xh = lk_mat(X.h, LK_F32, rows, n);
+    lk_status s4 = lk_rmsnorm(gq, &xh, NULL, 1e-6f, &yg);
+    ok(s4 == LK_ERR_WRONG_DEVICE, "host memory on cuda:0: LK_ERR_WRONG_DEVICE (%s)",
+       lk_last_error());
+    cudaFree(fx), cudaFree(fy);
+    rel(&X), rel(&Y);
+}
 #endif
 
 static void test_errors(void)
@@ -781,8 +825,9 @@ int main(void)
 #ifdef LK_HAVE_CUDA
     test_native_stream();
     test_graph();
+    test_foreign_memory();
 #else
-    skip(4, "built without the CUDA runtime");
+    skip(7, "built without the CUDA runtime");
 #endif
     test_errors();
     test_small_workspace(small_ws);

@@ -204,6 +204,27 @@ static lk_status lk_cuda_mem_alloc(void *state, size_t bytes, void **ptr)
     return LK_OK;
 }
 
+/* Another allocator's memory (PyTorch's caching allocator, CuPy, a
+ * caller's cudaMalloc): device or managed memory of this GPU at both ends
+ * of the range.  A range between two such allocations of this GPU passes
+ * too; every byte of it is still this device's memory. */
+static int lk_cuda_mem_reachable(void *state, const void *ptr, size_t bytes)
+{
+    lk_cuda_device *dev = state;
+    const char *ends[2] = {(const char *)ptr, (const char *)ptr + (bytes - 1)};
+    for (int i = 0; i < 2; i++) {
+        struct cudaPointerAttributes a;
+        if (cudaPointerGetAttributes(&a, ends[i]) != cudaSuccess) {
+            (void)cudaGetLastError(); /* not sticky: a plain "no" */
+            return 0;
+        }
+        if ((a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) ||
+            a.device != dev->ordinal)
+            return 0;
+    }
+    return 1;
+}
+
 static void lk_cuda_mem_free(void *state, void *ptr)
 {
     lk_cuda_device *dev = state;
@@ -510,6 +531,7 @@ static const lk_device_iface lk_cuda_iface = {
     .graph_launch = lk_cuda_graph_launch,
     .graph_destroy = lk_cuda_graph_destroy,
     .queue_capturing = lk_cuda_queue_capturing,
+    .mem_reachable = lk_cuda_mem_reachable,
 };
 
 /* The kernel table, for lk_bitnet_decode's composition (bitnet.cu). */

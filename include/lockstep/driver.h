@@ -344,6 +344,14 @@ typedef struct lk_device_iface {
      * ([0, dst rows)), and queue_sync reports it (LK_ERR_RANGE).  NULL:
      * never. */
     int (*queue_capturing)(void *queue);
+    /* Memory of this device that the core did not allocate (a caller's
+     * cudaMalloc, a DLPack import from another framework): 1 when every
+     * byte of [ptr, ptr + bytes) is memory of this device that its kernels
+     * may read and write, 0 otherwise.  The core asks only about ranges
+     * that no lk_malloc'd block overlaps, and refuses the call with
+     * LK_ERR_WRONG_DEVICE on 0.  NULL: only lk_malloc'd memory is this
+     * device's. */
+    int (*mem_reachable)(void *dev, const void *ptr, size_t bytes);
 } lk_device_iface;
 
 /* Services the core offers drivers. */

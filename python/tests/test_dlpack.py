@@ -137,6 +137,24 @@ def test_torch_round_trip(rng):
     assert torch.equal(out.view(torch.int32), ty.view(torch.int32))
 
 
+def test_torch_cuda_without_copy(rng):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    if not torch.cuda.is_available() or "cuda:0" not in lockstep.devices():
+        pytest.skip("no CUDA device for both PyTorch and Lockstep")
+    a = rng.standard_normal((5, 300)).astype(np.float32)
+    x = torch.from_numpy(a).to("cuda:0")
+    out = torch.empty_like(x)
+    assert lockstep.rmsnorm(x, out=out) is out          # PyTorch's memory in and out
+    torch.cuda.synchronize()
+    assert_same_bits(out.cpu().numpy(), lockstep.rmsnorm(a, device="ref"))
+    y = lockstep.rmsnorm(x[1:])                          # a view one row in
+    ty = torch.from_dlpack(y)
+    assert ty.device.type == "cuda" and ty.data_ptr() == y.data_ptr
+    assert_same_bits(ty.cpu().numpy(), lockstep.rmsnorm(a[1:], device="ref"))
+    with pytest.raises(lockstep.WrongDeviceError):       # host memory on the GPU
+        lockstep.rmsnorm(torch.from_numpy(a), device="cuda:0", out=out)
+
+
 def test_readonly_input_is_read(rng):
     x = rng.standard_normal((3, 5)).astype(np.float32)
     ro = x.copy()
