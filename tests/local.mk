@@ -153,3 +153,27 @@ tests_test_graph_LDADD = liblockstep.la
 check_PROGRAMS += tests/test_bitnet
 TESTS += tests/test_bitnet
 tests_test_bitnet_LDADD = liblockstep.la
+
+# A CPU queue of 4 threads in a process that may not create threads (a
+# forked child under RLIMIT_NPROC = 1): the op succeeds on the threads
+# there are, with the reference's bits, and the process lives on.
+check_PROGRAMS += tests/test_thread_limits
+TESTS += tests/test_thread_limits
+tests_test_thread_limits_LDADD = liblockstep.la
+
+# The public conversion helpers under every rounding mode (and FTZ/DAZ on
+# x86) against lk_convert: sampled here, all 2^32 f32 inputs in
+# `make check-exhaustive` (LOCKSTEP_TEST_FULL=1).
+check_PROGRAMS += tests/test_fp_helpers
+TESTS += tests/test_fp_helpers
+tests_test_fp_helpers_LDADD = liblockstep.la -lm
+check-exhaustive: check-fp-helpers-full
+check-fp-helpers-full: tests/test_fp_helpers$(EXEEXT)
+	LOCKSTEP_TEST_FULL=1 tests/test_fp_helpers$(EXEEXT)
+.PHONY: check-fp-helpers-full
+
+# lk_queue_create's options (native_stream, num_threads) as docs/api.md
+# states them, on every device.
+check_PROGRAMS += tests/test_queue_opts
+TESTS += tests/test_queue_opts
+tests_test_queue_opts_LDADD = liblockstep.la
