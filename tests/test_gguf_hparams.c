@@ -274,7 +274,8 @@ int main(void)
     refuse(c_u32(ARCH "block_count", 0), -1, "block_count = 0", "block_count");
     refuse(c_u32(ARCH "block_count", 1), -1, "block_count 1 (the file holds 2 blocks)",
            "block_count");
-    refuse(c_u32(ARCH "block_count", 3), -1, "block_count 3 (the file holds 2 blocks)", "blk.2");
+    refuse(c_u32(ARCH "block_count", 3), -1, "block_count 3 (the file holds 2 blocks)",
+           "block_count");
     refuse(c_u32(ARCH "block_count", 1u << 30), -1, "block_count 2^30", "block_count");
     refuse(c_u32(ARCH "feed_forward_length", 0), -1, "feed_forward_length = 0",
            "feed_forward_length");
