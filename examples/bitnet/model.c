@@ -279,12 +279,12 @@ int bn_weights_from_gguf(bn_weights *w, const lkg_file *f, int i2s_block, int64_
                             "(embedding_length / attention.head_count)", key,
                             (unsigned long long)u, (long long)c.head_dim);
     }
-    /* the layers the file holds: blk.0 .. blk.(n_layer - 1), no more (11
-     * tensors each, so a huge count is refused before anything is allocated) */
-    if ((uint64_t)c.n_layer > f->n_tensors / 11)
-        return lkg_fail(err, errlen, "metadata '%s.block_count' = %lld, but the file holds %llu "
-                        "tensors (11 a layer)", arch, (long long)c.n_layer,
-                        (unsigned long long)f->n_tensors);
+    /* the layers the file holds: blk.0 .. blk.(n_layer - 1), no more (so a
+     * huge count is refused before anything is allocated) */
+    snprintf(name, sizeof name, "blk.%lld.attn_norm.weight", (long long)c.n_layer - 1);
+    if (!lkg_find_tensor(f, name))
+        return lkg_fail(err, errlen, "metadata '%s.block_count' = %lld, but tensor '%s' is "
+                        "missing", arch, (long long)c.n_layer, name);
     snprintf(name, sizeof name, "blk.%lld.attn_norm.weight", (long long)c.n_layer);
     if (lkg_find_tensor(f, name))
         return lkg_fail(err, errlen, "metadata '%s.block_count' = %lld, but the file holds %s",
