@@ -6,7 +6,9 @@
  * GEMM large enough for a team on a "cpu" queue of 4 threads.  The child
  * must return normally (the library may not exit the process), the op
  * must succeed on the threads there are (docs/api.md, "Queues"), and the
- * bits must equal those of the reference computed by the parent. */
+ * bits must equal those of the reference computed by the parent.  Last,
+ * a child forked after the parent's queue has used its workers runs an op
+ * on that queue (it must not wait for workers the child does not have). */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -162,6 +164,43 @@ int main(void)
            code);
         int same = !memcmp(c, want, sizeof(float) * M * N);
         ok(code == CHILD_OK && same, "%s: its bits equal the reference's", devs[d]);
+    }
+    /* A child forked after the parent's queue used its workers has only
+     * the forking thread: its ops must still run (on new workers) rather
+     * than wait for threads that do not exist there. */
+    {
+        lk_context *cx;
+        lk_device *dv;
+        lk_queue *cq;
+        lk_queue_opts opts = {4, NULL};
+        if (lk_context_create(&cx) != LK_OK || lk_device_find(cx, "cpu", &dv) != LK_OK ||
+            lk_queue_create(dv, &opts, &cq) != LK_OK)
+            bail("no cpu queue: %s", lk_last_error());
+        lk_tensor tc = lk_mat(c, LK_F32, M, N);
+        memset(c, 0xff, sizeof(float) * M * N);
+        lk_status st = lk_gemm(cq, LK_NO_TRANS, LK_NO_TRANS, &ta, &tb, NULL, &tc, 1, 0);
+        ok(st == LK_OK && !memcmp(c, want, sizeof(float) * M * N),
+           "the parent's 4-thread GEMM equals the reference");
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0)
+            bail("fork: %s", strerror(errno));
+        if (pid == 0) {
+            alarm(60); /* a child waiting for the parent's workers would hang */
+            memset(c, 0xff, sizeof(float) * M * N);
+            if (lk_gemm(cq, LK_NO_TRANS, LK_NO_TRANS, &ta, &tb, NULL, &tc, 1, 0) != LK_OK)
+                _exit(CHILD_OP_FAILED);
+            _exit(memcmp(c, want, sizeof(float) * M * N) ? CHILD_BITS_DIFFER : CHILD_OK);
+        }
+        int ws;
+        while (waitpid(pid, &ws, 0) < 0)
+            if (errno != EINTR)
+                bail("waitpid: %s", strerror(errno));
+        ok(WIFEXITED(ws) && WEXITSTATUS(ws) == CHILD_OK,
+           "a forked child's GEMM on the parent's queue runs and equals the reference (%s %d)",
+           WIFEXITED(ws) ? "exit status" : "signal", WIFEXITED(ws) ? WEXITSTATUS(ws) : WTERMSIG(ws));
+        lk_queue_destroy(cq);
+        lk_context_destroy(cx);
     }
     free(a);
     free(b);

@@ -285,15 +285,18 @@ static void lk_pool_destroy(void *arg)
     free(p);
 }
 
+static int lk_pool_key_ok;
+
 /* In a child of fork() only the forking thread exists: its pool's workers
- * are gone, so the child starts a new pool (the old one is abandoned). */
+ * are gone, so the child starts a new pool.  The old one is abandoned (its
+ * mutex may have been held by a worker), never destroyed. */
 static void lk_pool_atfork_child(void)
 {
     lk_my_pool = NULL;
     lk_in_team = NULL;
+    if (lk_pool_key_ok)
+        pthread_setspecific(lk_pool_key, NULL);
 }
-
-static int lk_pool_key_ok;
 
 static void lk_pool_init_once(void)
 {
