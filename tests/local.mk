@@ -177,3 +177,24 @@ check-fp-helpers-full: tests/test_fp_helpers$(EXEEXT)
 check_PROGRAMS += tests/test_queue_opts
 TESTS += tests/test_queue_opts
 tests_test_queue_opts_LDADD = liblockstep.la
+
+# Fuzzing (docs/internals/fuzzing.md): scripts/fuzz.sh builds the libFuzzer
+# targets of tests/fuzz/ with clang.  Here each target is linked with a
+# plain main() instead, which replays the built-in inputs and every saved
+# input tests/fuzz/regressions/<target>-*, so `make check` (and CI's
+# sanitizer build) runs each input that once crashed a target.
+EXTRA_DIST += scripts/fuzz.sh docs/internals/fuzzing.md tests/fuzz/make_corpus.c
+noinst_HEADERS += tests/fuzz/fuzz.h
+check_PROGRAMS += tests/fuzz/replay_gguf tests/fuzz/replay_tokenizer tests/fuzz/replay_ops
+TESTS += tests/fuzz/replay_gguf tests/fuzz/replay_tokenizer tests/fuzz/replay_ops
+tests_fuzz_replay_gguf_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz_gguf.c
+tests_fuzz_replay_gguf_CPPFLAGS = $(AM_CPPFLAGS) -DREPLAY_TARGET='"gguf"'
+tests_fuzz_replay_gguf_LDADD = examples/bitnet/libbitnet.la liblockstep.la
+tests_fuzz_replay_tokenizer_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz_tokenizer.c
+tests_fuzz_replay_tokenizer_CPPFLAGS = $(AM_CPPFLAGS) -DREPLAY_TARGET='"tokenizer"'
+tests_fuzz_replay_tokenizer_LDADD = examples/bitnet/libbitnet.la liblockstep.la
+tests_fuzz_replay_ops_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz_ops.c
+tests_fuzz_replay_ops_CPPFLAGS = $(AM_CPPFLAGS) -DREPLAY_TARGET='"ops"'
+tests_fuzz_replay_ops_LDADD = liblockstep.la
+# the saved inputs (one line each, as they are added)
+EXTRA_DIST += tests/fuzz/regressions/README
