@@ -197,4 +197,5 @@ tests_fuzz_replay_ops_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz_ops.c
 tests_fuzz_replay_ops_CPPFLAGS = $(AM_CPPFLAGS) -DREPLAY_TARGET='"ops"'
 tests_fuzz_replay_ops_LDADD = liblockstep.la
 # the saved inputs (one line each, as they are added)
-EXTRA_DIST += tests/fuzz/regressions/README
+EXTRA_DIST += tests/fuzz/regressions/README \
+	tests/fuzz/regressions/ops-softmax-null-scratch-offset
