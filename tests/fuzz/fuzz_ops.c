@@ -12,6 +12,7 @@
  * without touching memory.  An op that returns an error must have left
  * every buffer as it was (the canary copy). */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,8 +88,13 @@ static int64_t batch;
 static int64_t extent(const lk_tensor *t, int64_t nb)
 {
     int64_t rows = t->rows, cols = t->cols, ld = t->ld ? t->ld : t->cols, bs = t->batch_stride;
-    if (rows < 0 || cols < 0 || ld < 0 || bs < 0 || nb < 1)
+    if (rows < 0 || cols < 0 || ld < 0 || nb < 1)
         return -1;
+    /* ops without a batch ignore batch_stride, so the buffer holds matrix 0
+     * whatever it says; a batched op must refuse a negative one (the
+     * matrices it would reach lie outside the buffer) */
+    if (bs < 0)
+        bs = 0;
     if (rows == 0 || cols == 0)
         return 0;
     int64_t last, tmp;
@@ -205,6 +211,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         B[i].copy = B[i].n ? malloc(B[i].n) : NULL;
         if (B[i].n)
             memcpy(B[i].copy, B[i].p, B[i].n);
+    }
+    if (getenv("LK_FUZZ_DEBUG")) { /* what this input asks for */
+        fprintf(stderr, "op %d on %s, batch %lld, e1 %u e2 %u flags %u f1 %a f2 %a i1 %lld i2 %lld\n",
+                op, lk_device_name(lk_queue_device(q)), (long long)batch, e1, e2, flags,
+                (double)f1, (double)f2, (long long)i1, (long long)i2);
+        for (int i = 0; i < NT; i++)
+            fprintf(stderr, "  t%d%s: %s dtype %d %lld x %lld ld %lld bs %lld, %zu bytes\n", i,
+                    a[i] ? "" : " (NULL arg)", T[i].data ? "data" : "NULL", (int)T[i].dtype,
+                    (long long)T[i].rows, (long long)T[i].cols, (long long)T[i].ld,
+                    (long long)T[i].batch_stride, B[i].n);
     }
     lk_weights *w = NULL;
     lk_status st = LK_OK;
