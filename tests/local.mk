@@ -199,4 +199,5 @@ tests_fuzz_replay_ops_LDADD = liblockstep.la
 # the saved inputs (one line each, as they are added)
 EXTRA_DIST += tests/fuzz/regressions/README \
 	tests/fuzz/regressions/ops-softmax-null-scratch-offset \
-	tests/fuzz/regressions/ops-norm-prefetch-null-base
+	tests/fuzz/regressions/ops-norm-prefetch-null-base \
+	tests/fuzz/regressions/ops-reduce-null-buffer-offset
