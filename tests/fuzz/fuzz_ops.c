@@ -97,10 +97,12 @@ static int64_t extent(const lk_tensor *t, int64_t nb)
         bs = 0;
     if (rows == 0 || cols == 0)
         return 0;
-    int64_t last, tmp;
-    if (__builtin_mul_overflow(rows - 1, ld, &last) || __builtin_add_overflow(last, cols, &last) ||
-        __builtin_mul_overflow(nb - 1, bs, &tmp) || __builtin_add_overflow(last, tmp, &last))
+    int64_t last, tmp, with;
+    if (__builtin_mul_overflow(rows - 1, ld, &last) || __builtin_add_overflow(last, cols, &last))
         return -1;
+    /* likewise a batch stride that overflows: room for matrix 0 only */
+    if (!__builtin_mul_overflow(nb - 1, bs, &tmp) && !__builtin_add_overflow(last, tmp, &with))
+        last = with;
     if (t->dtype == LK_T2)
         return last / 4 + 1;
     int64_t es = esize((int)t->dtype), bytes;
