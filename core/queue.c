@@ -13,6 +13,10 @@
 #include "core/error.h"
 #include "numerics/fpenv.h"
 
+/* num_threads above this is refused on every device (the CPU driver's
+ * limit, LOCKSTEP_NUM_THREADS's too) */
+#define LK_QUEUE_MAX_THREADS 1024
+
 static lk_status lk_queue_create_unguarded(lk_device *dev, const lk_queue_opts *opts, lk_queue **out)
 {
     lk_error_clear();
@@ -24,11 +28,15 @@ static lk_status lk_queue_create_unguarded(lk_device *dev, const lk_queue_opts *
     memset(&o, 0, sizeof o);
     if (opts)
         o = *opts;
-    if (o.num_threads < 0)
+    /* The options as docs/api.md states them, for every device: drivers
+     * see only options that are valid. */
+    if (o.num_threads < 0 || o.num_threads > LK_QUEUE_MAX_THREADS)
         return lk_error(LK_ERR_INVALID_ARGUMENT,
-                        "lk_queue_create: opts->num_threads (%d) < 0", o.num_threads);
+                        "lk_queue_create: opts->num_threads = %d (expected 0 for the default, "
+                        "or 1 to %d)", o.num_threads, LK_QUEUE_MAX_THREADS);
     const lk_device_iface *iface = dev->iface;
-    if (!iface->queue_create && o.native_stream)
+    /* a host-memory device runs every op inside the call: it has no streams */
+    if (o.native_stream && (!iface->queue_create || dev->props.host_memory))
         return lk_error(LK_ERR_INVALID_ARGUMENT,
                         "lk_queue_create: opts->native_stream: device %s has no streams",
                         dev->props.name);

@@ -106,10 +106,18 @@ LK_SCALAR uint16_t lk_to_f16(float x)
     if (a >= 0x477ff000u) /* >= 65520: rounds to Inf */
         return (uint16_t)(sign | 0x7c00u);
     if (a < 0x38800000u) { /* below 2^-14: subnormal or zero */
-        /* scale by 2^24 exactly-rounded: the f16 subnormal grid is 2^-24,
-         * so round |x| * 2^24 to an integer, ties to even. */
-        float f = lk_bits_f32(a) * 0x1p24f; /* exact: power of two */
-        uint32_t m = (uint32_t)lk_rne(f);
+        /* The f16 subnormal grid is 2^-24: round |x| * 2^24 to an integer,
+         * ties to even, in integers (f32 arithmetic here would follow the
+         * caller's rounding mode and FTZ/DAZ in host code that calls the
+         * public helper outside the FP guard).  |x| = mant * 2^(e - 150)
+         * (2^-149 for f32 subnormals), so |x| * 2^24 = mant >> sh. */
+        uint32_t e = a >> 23;
+        uint32_t mant = e ? (a & 0x7fffffu) | 0x800000u : a;
+        uint32_t sh = e ? 126u - e : 125u; /* >= 14 */
+        if (sh > 24u) /* mant < 2^24 <= half an ulp of the grid: 0 */
+            return (uint16_t)sign;
+        uint32_t m = mant >> sh, rem = mant & ((1u << sh) - 1u), half = 1u << (sh - 1u);
+        m += rem > half || (rem == half && (m & 1u));
         return (uint16_t)(sign | m); /* m == 0x400 becomes the smallest normal */
     }
     /* normal: rebias exponent, round 13 low bits to nearest even */

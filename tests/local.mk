@@ -153,3 +153,51 @@ tests_test_graph_LDADD = liblockstep.la
 check_PROGRAMS += tests/test_bitnet
 TESTS += tests/test_bitnet
 tests_test_bitnet_LDADD = liblockstep.la
+
+# A CPU queue of 4 threads in a process that may not create threads (a
+# forked child under RLIMIT_NPROC = 1): the op succeeds on the threads
+# there are, with the reference's bits, and the process lives on.
+check_PROGRAMS += tests/test_thread_limits
+TESTS += tests/test_thread_limits
+tests_test_thread_limits_LDADD = liblockstep.la
+
+# The public conversion helpers under every rounding mode (and FTZ/DAZ on
+# x86) against lk_convert: sampled here, all 2^32 f32 inputs in
+# `make check-exhaustive` (LOCKSTEP_TEST_FULL=1).
+check_PROGRAMS += tests/test_fp_helpers
+TESTS += tests/test_fp_helpers
+tests_test_fp_helpers_LDADD = liblockstep.la -lm
+check-exhaustive: check-fp-helpers-full
+check-fp-helpers-full: tests/test_fp_helpers$(EXEEXT)
+	LOCKSTEP_TEST_FULL=1 tests/test_fp_helpers$(EXEEXT)
+.PHONY: check-fp-helpers-full
+
+# lk_queue_create's options (native_stream, num_threads) as docs/api.md
+# states them, on every device.
+check_PROGRAMS += tests/test_queue_opts
+TESTS += tests/test_queue_opts
+tests_test_queue_opts_LDADD = liblockstep.la
+
+# Fuzzing (docs/internals/fuzzing.md): scripts/fuzz.sh builds the libFuzzer
+# targets of tests/fuzz/ with clang.  Here each target is linked with a
+# plain main() instead, which replays the built-in inputs and every saved
+# input tests/fuzz/regressions/<target>-*, so `make check` (and CI's
+# sanitizer build) runs each input that once crashed a target.
+EXTRA_DIST += scripts/fuzz.sh docs/internals/fuzzing.md tests/fuzz/make_corpus.c
+noinst_HEADERS += tests/fuzz/fuzz.h
+check_PROGRAMS += tests/fuzz/replay_gguf tests/fuzz/replay_tokenizer tests/fuzz/replay_ops
+TESTS += tests/fuzz/replay_gguf tests/fuzz/replay_tokenizer tests/fuzz/replay_ops
+tests_fuzz_replay_gguf_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz_gguf.c
+tests_fuzz_replay_gguf_CPPFLAGS = $(AM_CPPFLAGS) -DREPLAY_TARGET='"gguf"'
+tests_fuzz_replay_gguf_LDADD = examples/bitnet/libbitnet.la liblockstep.la
+tests_fuzz_replay_tokenizer_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz_tokenizer.c
+tests_fuzz_replay_tokenizer_CPPFLAGS = $(AM_CPPFLAGS) -DREPLAY_TARGET='"tokenizer"'
+tests_fuzz_replay_tokenizer_LDADD = examples/bitnet/libbitnet.la liblockstep.la
+tests_fuzz_replay_ops_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz_ops.c
+tests_fuzz_replay_ops_CPPFLAGS = $(AM_CPPFLAGS) -DREPLAY_TARGET='"ops"'
+tests_fuzz_replay_ops_LDADD = liblockstep.la
+# the saved inputs (one line each, as they are added)
+EXTRA_DIST += tests/fuzz/regressions/README \
+	tests/fuzz/regressions/ops-softmax-null-scratch-offset \
+	tests/fuzz/regressions/ops-norm-prefetch-null-base \
+	tests/fuzz/regressions/ops-reduce-null-buffer-offset

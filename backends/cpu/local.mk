@@ -24,12 +24,11 @@ EXTRA_DIST += \
 	backends/cpu/kernels/int8_gemm.c backends/cpu/kernels/attention.c
 
 noinst_LTLIBRARIES += backends/cpu/libcpu.la
-backends_cpu_libcpu_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(HWLOC_CFLAGS)
+backends_cpu_libcpu_la_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
 backends_cpu_libcpu_la_SOURCES = \
 	backends/cpu/driver.c backends/cpu/isa.c backends/cpu/threads.c \
 	backends/cpu/variants.c backends/cpu/ref_kernels.c
 liblockstep_la_LIBADD += backends/cpu/libcpu.la
-liblockstep_la_LDFLAGS += $(OPENMP_CFLAGS)
 
 # Per-ISA kernel files: the same names in every ISA directory.
 lk_cpu_avx2_files = \

@@ -6,6 +6,7 @@
  * every read goes through cur_need(), which compares against the bytes
  * left without forming an out-of-range pointer or an overflowing sum. */
 #include <errno.h>
+#include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -527,6 +528,12 @@ int lkg_get_f32(const lkg_file *f, const char *key, float *v, char *err, size_t 
         return lkg_fail(err, errlen, "metadata '%s' is missing", key);
     switch (kv->value.type) {
     case LKG_F32: case LKG_F64:
+        /* a finite value beyond f32's range is no f32 (and the cast would
+         * be undefined behaviour) */
+        if (kv->value.v.f - kv->value.v.f == 0.0 &&
+            (kv->value.v.f > FLT_MAX || kv->value.v.f < -FLT_MAX))
+            return lkg_fail(err, errlen, "metadata '%s' = %g is beyond the range of f32", key,
+                            kv->value.v.f);
         *v = (float)kv->value.v.f;
         return 0;
     case LKG_U8: case LKG_U16: case LKG_U32: case LKG_U64:

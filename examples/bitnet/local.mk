@@ -26,6 +26,13 @@ check_PROGRAMS += tests/test_gguf
 TESTS += tests/test_gguf
 tests_test_gguf_LDADD = examples/bitnet/libbitnet.la liblockstep.la
 
+# The model loader refuses meaningless hyper-parameters (NaN RoPE base,
+# heads that do not divide, a vocabulary the tensors disagree with, ...)
+# at load time.
+check_PROGRAMS += tests/test_gguf_hparams
+TESTS += tests/test_gguf_hparams
+tests_test_gguf_hparams_LDADD = examples/bitnet/libbitnet.la liblockstep.la -lm
+
 # The prompt encoder (byte-level BPE): exact ids, round trips, malformed
 # metadata, a fuzz loop.
 check_PROGRAMS += tests/test_tokenizer

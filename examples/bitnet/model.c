@@ -210,6 +210,10 @@ int bn_weights_from_gguf(bn_weights *w, const lkg_file *f, int i2s_block, int64_
     memset(&c, 0, sizeof c);
     if (lkg_get_str(f, "general.architecture", arch, sizeof arch, err, errlen))
         return -1;
+    /* Every hyper-parameter is checked here, so that a file that makes the
+     * model meaningless is refused at load time with the key named, not at
+     * its first op.  A key that is present must be well formed even when
+     * it is optional. */
 #define U64(field, suffix, required)                                                     \
     do {                                                                                 \
         snprintf(key, sizeof key, "%s.%s", arch, suffix);                                \
@@ -218,7 +222,7 @@ int bn_weights_from_gguf(bn_weights *w, const lkg_file *f, int i2s_block, int64_
                 return lkg_fail(err, errlen, "metadata '%s' = %llu is absurd", key,          \
                             (unsigned long long)u);                                      \
             c.field = (int64_t)u;                                                        \
-        } else if (required)                                                             \
+        } else if (required || lkg_find_kv(f, key))                                      \
             return -1;                                                                   \
     } while (0)
     U64(n_layer, "block_count", 1);
@@ -233,16 +237,58 @@ int bn_weights_from_gguf(bn_weights *w, const lkg_file *f, int i2s_block, int64_
 #undef U64
     if (max_ctx > 0 && max_ctx < c.max_ctx)
         c.max_ctx = max_ctx;
+    /* positive and finite: a NaN, infinite or non-positive base makes every
+     * rotation angle meaningless; a non-positive or non-finite epsilon lets
+     * an all-zero row divide by zero */
     c.theta = 10000.0f;
     snprintf(key, sizeof key, "%s.rope.freq_base", arch);
-    lkg_get_f32(f, key, &c.theta, NULL, 0);
+    if (lkg_find_kv(f, key)) {
+        if (lkg_get_f32(f, key, &c.theta, err, errlen))
+            return -1;
+        if (!(c.theta > 0.0f) || !isfinite(c.theta))
+            return lkg_fail(err, errlen, "metadata '%s' = %g: the RoPE base must be positive "
+                            "and finite", key, (double)c.theta);
+    }
     c.eps = 1e-5f;
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
-    lkg_get_f32(f, key, &c.eps, NULL, 0);
+    if (lkg_find_kv(f, key)) {
+        if (lkg_get_f32(f, key, &c.eps, err, errlen))
+            return -1;
+        if (!(c.eps > 0.0f) || !(c.eps < 1.0f))
+            return lkg_fail(err, errlen, "metadata '%s' = %g: the RMSNorm epsilon must be "
+                            "positive, finite and below 1", key, (double)c.eps);
+    }
     if (c.dim % c.n_head || c.n_head % c.n_kv || (c.dim / c.n_head) % 2)
-        return lkg_fail(err, errlen, "dim %lld, %lld heads, %lld KV heads do not fit together",
+        return lkg_fail(err, errlen, "dim %lld, %lld heads (attention.head_count), %lld KV heads "
+                        "(attention.head_count_kv) do not fit together: the heads must divide "
+                        "dim into an even head size and the KV heads the heads",
                     (long long)c.dim, (long long)c.n_head, (long long)c.n_kv);
     c.head_dim = c.dim / c.n_head;
+    /* the head size other keys state must be this one (this model has no
+     * separate key/value sizes and rotates the whole head) */
+    static const char *const head_keys[3] = {"attention.key_length", "attention.value_length",
+                                             "rope.dimension_count"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(key, sizeof key, "%s.%s", arch, head_keys[i]);
+        if (!lkg_find_kv(f, key))
+            continue;
+        if (lkg_get_u64(f, key, &u, err, errlen))
+            return -1;
+        if (u != (uint64_t)c.head_dim)
+            return lkg_fail(err, errlen, "metadata '%s' = %llu, but the head size is %lld "
+                            "(embedding_length / attention.head_count)", key,
+                            (unsigned long long)u, (long long)c.head_dim);
+    }
+    /* the layers the file holds: blk.0 .. blk.(n_layer - 1), no more (so a
+     * huge count is refused before anything is allocated) */
+    snprintf(name, sizeof name, "blk.%lld.attn_norm.weight", (long long)c.n_layer - 1);
+    if (!lkg_find_tensor(f, name))
+        return lkg_fail(err, errlen, "metadata '%s.block_count' = %lld, but tensor '%s' is "
+                        "missing", arch, (long long)c.n_layer, name);
+    snprintf(name, sizeof name, "blk.%lld.attn_norm.weight", (long long)c.n_layer);
+    if (lkg_find_tensor(f, name))
+        return lkg_fail(err, errlen, "metadata '%s.block_count' = %lld, but the file holds %s",
+                        arch, (long long)c.n_layer, name);
     /* llama.cpp runs the llama and bitnet architectures in its "normal"
      * rope mode, which pairs (2i, 2i + 1). */
     c.rope_flags = LK_ROPE_INTERLEAVED;
@@ -253,6 +299,13 @@ int bn_weights_from_gguf(bn_weights *w, const lkg_file *f, int i2s_block, int64_
         c.vocab = (int64_t)te->ne[1];
     if (want_shape(te, "token_embd.weight", c.vocab, c.dim, err, errlen))
         return -1;
+    /* the tokenizer's tokens, when the file has them, are the embedding's rows */
+    const lkg_kv *tk = lkg_find_kv(f, "tokenizer.ggml.tokens");
+    if (tk && (tk->value.type != LKG_ARRAY || tk->value.v.arr.count != (uint64_t)c.vocab))
+        return lkg_fail(err, errlen, "metadata 'tokenizer.ggml.tokens' holds %llu tokens, but "
+                        "the vocabulary is %lld (token_embd.weight's rows)",
+                        tk->value.type == LKG_ARRAY ? (unsigned long long)tk->value.v.arr.count : 0ull,
+                        (long long)c.vocab);
     w->cfg = c;
     w->layers = calloc((size_t)c.n_layer, sizeof *w->layers);
     w->embd = malloc((size_t)(c.vocab * c.dim) * 2);

@@ -60,10 +60,11 @@ LK_INLINE lane_pf lane_pf_make(const char *base, int64_t bytes, int64_t units)
     return q;
 }
 
-/* q NULL: no stream. */
+/* q NULL, or made from a NULL base (end NULL): no stream (no step is
+ * taken, so no offset is applied to a NULL pointer). */
 LK_INLINE void lane_pf_step(lane_pf *q)
 {
-    if (!q)
+    if (!q || !q->end)
         return;
     q->t += q->step;
     for (; q->p < q->t && q->p < q->end; q->p += 64)

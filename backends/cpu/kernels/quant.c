@@ -23,7 +23,8 @@ static void act_rows(void *p, int64_t r0, int64_t r1, int tid)
     const lk_quant_args *a = j->a;
     const int64_t n = a->x.cols;
     for (int64_t r = r0; r < r1; r++) {
-        const float *x = row_f32(&a->x, r, j->buf + tid * n);
+        /* no buffer for f32 rows (and no offset from a NULL one) */
+        const float *x = row_f32(&a->x, r, j->buf ? j->buf + tid * n : NULL);
         quantize_act_row(x, n, (int8_t *)a->q.data + r * a->q.ld, &a->scale, r * a->scale.ld);
     }
 }

@@ -117,7 +117,8 @@ static void red_rows(void *p, int64_t r0, int64_t r1, int tid)
     const red_job *j = (const red_job *)p;
     const lk_reduce_args *a = j->a;
     for (int64_t r = r0; r < r1; r++) {
-        const float *x = row_f32(&a->x, r, j->buf + tid * j->buf_len);
+        /* no buffer for f32 rows (and no offset from a NULL one) */
+        const float *x = row_f32(&a->x, r, j->buf ? j->buf + tid * j->buf_len : NULL);
         if (a->op == LK_REDUCE_ARGMAX)
             ((int64_t *)a->y.data)[r * a->y.ld] = row_argmax(x, a->x.cols);
         else

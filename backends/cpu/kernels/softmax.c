@@ -123,7 +123,7 @@ static float sm_exp_sum(const float *x, int64_t n, float mx, float *e, float *pa
         const int64_t cn = n - lo < LK_CHUNK ? n - lo : LK_CHUNK;
         const char *p = pf ? pf + lo * es : NULL;
         float *ec = e ? e + lo : NULL;
-        const sm_pend pc = {pd.y ? pd.y + lo : NULL, pd.e + lo, pd.r, pd.nt};
+        const sm_pend pc = {pd.y ? pd.y + lo : NULL, pd.e ? pd.e + lo : NULL, pd.r, pd.nt};
         part[c] = fast ? sm_chunk(1, x + lo, cn, vmx, ec, p, es, &pc)
                        : sm_chunk(0, x + lo, cn, vmx, ec, p, es, &pc);
     }
