@@ -28,6 +28,11 @@ if command -v ldd >/dev/null 2>&1 && ldd "$lib" 2>/dev/null | grep -q 'libasan';
     skip "liblockstep is built with AddressSanitizer (--enable-sanitizers)"
 fi
 LOCKSTEP_LIBRARY="$lib"
+# This build's CUDA driver module, uninstalled, where it was built
+if [ -f "$(pwd)/backends/cuda/.libs/lockstep-cuda.so" ]; then
+    LOCKSTEP_DRIVER_PATH="$(pwd)/backends/cuda/.libs${LOCKSTEP_DRIVER_PATH:+:$LOCKSTEP_DRIVER_PATH}"
+    export LOCKSTEP_DRIVER_PATH
+fi
 PYTHONPATH="${srcdir:-.}/python${PYTHONPATH:+:$PYTHONPATH}"
 PYTHONDONTWRITEBYTECODE=1
 export LOCKSTEP_LIBRARY PYTHONPATH PYTHONDONTWRITEBYTECODE

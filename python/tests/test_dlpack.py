@@ -200,7 +200,7 @@ def test_jax_round_trip(rng):
     jax = pytest.importorskip("jax", reason="JAX is not installed")
     jnp = jax.numpy
     a = rng.standard_normal((3, 8)).astype(np.float32)
-    x = jnp.asarray(a)
+    x = jax.device_put(a, jax.devices("cpu")[0])    # JAX's default may be a GPU
     y = lockstep.rmsnorm(x)
     assert_same_bits(y, lockstep.rmsnorm(a))
     j = jnp.from_dlpack(y)
