@@ -139,8 +139,12 @@ def test_torch_round_trip(rng):
 
 def test_torch_cuda_without_copy(rng):
     torch = pytest.importorskip("torch", reason="PyTorch is not installed")
-    if not torch.cuda.is_available() or "cuda:0" not in lockstep.devices():
-        pytest.skip("no CUDA device for both PyTorch and Lockstep")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch sees no CUDA device")
+    if "cuda:0" not in lockstep.devices():
+        why = [f"{d['name']}: {d['status']} {d.get('message', '')}" for d in lockstep.drivers()
+               if d["name"] == "cuda" or "cuda" in d.get("path", "")]
+        pytest.skip("Lockstep has no cuda:0 (" + ("; ".join(why) or "no CUDA driver module found") + ")")
     a = rng.standard_normal((5, 300)).astype(np.float32)
     x = torch.from_numpy(a).to("cuda:0")
     out = torch.empty_like(x)
