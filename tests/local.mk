@@ -153,3 +153,9 @@ tests_test_graph_LDADD = liblockstep.la
 check_PROGRAMS += tests/test_bitnet
 TESTS += tests/test_bitnet
 tests_test_bitnet_LDADD = liblockstep.la
+
+# The exported symbols against core/liblockstep.map, the headers and
+# debian/liblockstep0.symbols; NM is configure's nm for the host.
+TESTS += tests/test_symbols.sh
+EXTRA_DIST += tests/test_symbols.sh
+AM_TESTS_ENVIRONMENT += NM='$(NM)'; export NM;
