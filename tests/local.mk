@@ -159,3 +159,8 @@ tests_test_bitnet_LDADD = liblockstep.la
 TESTS += tests/test_symbols.sh
 EXTRA_DIST += tests/test_symbols.sh
 AM_TESTS_ENVIRONMENT += NM='$(NM)'; export NM;
+
+# The version repeated outside configure.ac (python/, debian/changelog,
+# NEWS) follows AC_INIT's.
+TESTS += tests/test_version.sh
+EXTRA_DIST += tests/test_version.sh
