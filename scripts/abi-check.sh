@@ -49,13 +49,14 @@ trap 'rm -rf "$work"' EXIT INT TERM
 
 # build_lib SRCDIR PREFIX: the library and its headers only, installed.
 build_lib() {
-    (cd "$1" && ./autogen.sh >/dev/null 2>&1)
     mkdir "$1/_abi"
-    (cd "$1/_abi" && ../configure --prefix="$2" --libdir="$2/lib" CFLAGS="-g -Og" >/dev/null &&
-        make -j"$(nproc)" liblockstep.la >/dev/null &&
+    (cd "$1" && ./autogen.sh && cd _abi &&
+        ../configure --prefix="$2" --libdir="$2/lib" CFLAGS="-g -Og" &&
+        make -j"$(nproc)" liblockstep.la &&
         make install-libLTLIBRARIES install-includeHEADERS install-lockstepincHEADERS \
-            install-nodist_lockstepincHEADERS >/dev/null) || {
-        echo "abi-check: FAIL: building liblockstep in $1 (see above)"
+            install-nodist_lockstepincHEADERS) > "$1/_abi/build.log" 2>&1 || {
+        tail -n 30 "$1/_abi/build.log"
+        echo "abi-check: FAIL: building liblockstep in $1"
         exit 1
     }
 }
