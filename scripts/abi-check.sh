@@ -11,8 +11,9 @@
 # the Debian build's debian/tmp/usr.  abidiff compares them with the
 # public headers of each side (--headers-dir1/2), so only the public
 # API's types count.  Exit status: 0 when the ABI is unchanged, only grew
-# (compatible), or changed incompatibly together with a soname bump; 1 on
-# an incompatible change under the same soname or on a tool error.
+# (functions added), or changed otherwise together with a soname bump; 1
+# when a function was removed or changed (its type, or a type it reaches:
+# a public struct's layout) under the same soname, or on a tool error.
 set -eu
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -90,7 +91,15 @@ rc=0
 abidiff --headers-dir1 "$work/old/include" --headers-dir2 "$newinc" \
     "$oldso" "$newso" > "$work/abidiff.txt" 2>&1 || rc=$?
 cat "$work/abidiff.txt"
-# abidiff's status is a bit mask: 1 error, 2 usage, 4 change, 8 incompatible
+# abidiff's status is a bit mask: 1 error, 2 usage, 4 change, 8 incompatible.
+# It sets 8 only for removed symbols; a changed type behind a function (a
+# public struct's layout, a parameter's type) is a "change" (4) for a human
+# to judge.  Here only additions pass: any function or variable that its
+# summaries count as removed or changed is an incompatible change.
+changed=$(awk '/changes summary:/ {
+        for (i = 2; i <= NF; i++) if ($i ~ /^(Removed|Changed)/ && $(i - 1) + 0 > 0) n++
+    } END { print n + 0 }' "$work/abidiff.txt")
+[ "$changed" -eq 0 ] || rc=$((rc | 8))
 if [ $((rc & 3)) -ne 0 ]; then
     echo "abi-check: FAIL: abidiff could not compare (status $rc)"
     exit 1
