@@ -8,5 +8,5 @@ EXTRA_DIST += docs/demo.md
 EXTRA_DIST += docs/performance.md docs/performance/ratio.png docs/performance/ratio-gpu.png \
 	docs/performance/compute.png docs/performance/bandwidth.png
 EXTRA_DIST += docs/internals
-EXTRA_DIST += NEWS HACKING.md
+EXTRA_DIST += NEWS HACKING.md RELEASING.md
 dist_man_MANS = docs/lockstep.1

@@ -201,3 +201,14 @@ EXTRA_DIST += tests/fuzz/regressions/README \
 	tests/fuzz/regressions/ops-softmax-null-scratch-offset \
 	tests/fuzz/regressions/ops-norm-prefetch-null-base \
 	tests/fuzz/regressions/ops-reduce-null-buffer-offset
+
+# The exported symbols against core/liblockstep.map, the headers and
+# debian/liblockstep0.symbols; NM is configure's nm for the host.
+TESTS += tests/test_symbols.sh
+EXTRA_DIST += tests/test_symbols.sh
+AM_TESTS_ENVIRONMENT += NM='$(NM)'; export NM;
+
+# The version repeated outside configure.ac (python/, debian/changelog,
+# NEWS) follows AC_INIT's.
+TESTS += tests/test_version.sh
+EXTRA_DIST += tests/test_version.sh
