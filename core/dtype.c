@@ -4,6 +4,7 @@
 #include "config.h"
 #endif
 
+#include <lockstep/driver.h>
 #include <lockstep/types.h>
 
 #include "core/dtype.h"
@@ -25,16 +26,7 @@ LK_API const char *lk_dtype_name(lk_dtype dtype)
 
 LK_API size_t lk_dtype_size(lk_dtype dtype)
 {
-    switch (dtype) {
-    case LK_F32: return 4;
-    case LK_BF16: return 2;
-    case LK_F16: return 2;
-    case LK_I8: return 1;
-    case LK_I32: return 4;
-    case LK_I64: return 8;
-    case LK_T2: return 0;
-    }
-    return 0;
+    return lk_driver_dtype_size(dtype); /* one table, shared with modules */
 }
 
 int lk_dtype_valid(int dtype)

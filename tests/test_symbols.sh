@@ -18,7 +18,7 @@ map="$srcdir/core/liblockstep.map"
 lib=.libs/liblockstep.so
 nm_cmd=${NM:-nm}
 
-echo "1..6"
+echo "1..7"
 . "$srcdir/tests/tap.sh"
 tap_tmp symbols
 
@@ -98,3 +98,16 @@ else
         diff "$tmp/list_node" "$tmp/deb" | sed 's/^/# /'
     fi
 fi
+
+# A driver module is loaded RTLD_LOCAL (a Python process loads liblockstep
+# that way too): it may import nothing of liblockstep's, only take what
+# <lockstep/driver.h> and lk_host give it.
+mod=backends/cuda/.libs/lockstep-cuda.so
+if [ ! -f "$mod" ]; then
+    skip "the CUDA driver module imports no lk_ symbol" "not built (configure --with-cuda)"
+else
+    imports=$($nm_cmd -D --undefined-only "$mod" | awk '$2 ~ /^lk_/ { print $2 }')
+    [ -z "$imports" ]
+    ok $? "the CUDA driver module imports no lk_ symbol${imports:+ (imports: $(echo $imports))}"
+fi
+

@@ -93,9 +93,7 @@ extern "C" lk_status lk_cuda_set_rows(void *queue, const lk_set_rows_args *a)
         return op.status();
     if (a->src.rows > INT32_MAX)
         return op.fail(LK_ERR_UNSUPPORTED, "lk_set_rows: more than 2^31 - 1 rows on CUDA");
-    /* the module does not link the core's lk_dtype_size */
-    const int es = a->src.dtype == LK_I8 ? 1 : a->src.dtype == LK_I64 ? 8
-                 : a->src.dtype == LK_F32 || a->src.dtype == LK_I32 ? 4 : 2;
+    const int es = (int)lk_driver_dtype_size(a->src.dtype);
     const long long *verdict = NULL; /* eagerly the core has checked */
     if (lk_capturing(op)) {
         if (a->src.rows <= SR_ONE_ROWS) {

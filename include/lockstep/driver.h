@@ -218,6 +218,21 @@ typedef struct lk_bitnet_layout {
     int64_t kq;                                /* xq's row pitch */
 } lk_bitnet_layout;
 
+/* A module is loaded with RTLD_LOCAL and need not link liblockstep, so it
+ * cannot call lk_dtype_size: the element sizes, as lk_dtype_size gives
+ * them (0 for LK_T2, whose rows are packed). */
+static inline size_t lk_driver_dtype_size(lk_dtype dtype)
+{
+    switch (dtype) {
+    case LK_F32: case LK_I32: return 4;
+    case LK_BF16: case LK_F16: return 2;
+    case LK_I8: return 1;
+    case LK_I64: return 8;
+    case LK_T2: return 0;
+    }
+    return 0;
+}
+
 /* a * b into *r, 0 on overflow (both >= 0) */
 static inline int lk_bitnet_mul(size_t a, size_t b, size_t *r)
 {

@@ -599,10 +599,10 @@ bool lk_cuda_tc_wgmma(lk_cuda_queue *q, const lk_gemm_args *a, int bm, int bn, i
         const int64_t n1 = c1 * p.bn;
         r1.n = n1;
         r2.n = a->n - n1;
-        r2.b.data = (char *)a->b.data + n1 * a->b.ld * (int64_t)lk_dtype_size(a->b.dtype);
-        r2.c.data = (char *)a->c.data + n1 * (int64_t)lk_dtype_size(a->c.dtype);
+        r2.b.data = (char *)a->b.data + n1 * a->b.ld * (int64_t)lk_driver_dtype_size(a->b.dtype);
+        r2.c.data = (char *)a->c.data + n1 * (int64_t)lk_driver_dtype_size(a->c.dtype);
         if (a->bias.data)
-            r2.bias.data = (char *)a->bias.data + n1 * (int64_t)lk_dtype_size(a->bias.dtype);
+            r2.bias.data = (char *)a->bias.data + n1 * (int64_t)lk_driver_dtype_size(a->bias.dtype);
         const wg_pick p2 = wg_choose(r2.m, r2.n, r2.k, r2.batch, sms);
         const int64_t w1 = (tm * c1 + sms - 1) / sms; /* the first launch's waves */
         /* the second launch is tried dry first: once the first is
