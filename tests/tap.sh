@@ -28,3 +28,22 @@ skip() {
 }
 # has FILE TEXT: FILE holds TEXT (a fixed string)
 has() { grep -F -e "$2" "$1" >/dev/null 2>&1; }
+
+# tap_lockstep: $lockstep, the `lockstep` binary under test (LOCKSTEP, by
+# default ./tools/lockstep of the build directory); bails out without it
+tap_lockstep() {
+    lockstep=${LOCKSTEP:-./tools/lockstep}
+    if [ ! -x "$lockstep" ]; then
+        echo "Bail out! no $lockstep (run from the build directory)"
+        exit 1
+    fi
+}
+# lk ARGS...: run $lockstep, through LOCKSTEP_RUN when make sets it (a
+# cross build's tests run the target's programs under qemu-user)
+lk() {
+    if [ -n "${LOCKSTEP_RUN:-}" ]; then
+        eval "$LOCKSTEP_RUN \"\$lockstep\" \"\$@\""
+    else
+        "$lockstep" "$@"
+    fi
+}

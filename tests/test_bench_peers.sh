@@ -14,21 +14,9 @@
 set -u
 LC_ALL=C
 export LC_ALL
-lockstep=${LOCKSTEP:-./tools/lockstep}
-lk() {
-    if [ -n "${LOCKSTEP_RUN:-}" ]; then
-        eval "$LOCKSTEP_RUN \"\$lockstep\" \"\$@\""
-    else
-        "$lockstep" "$@"
-    fi
-}
-
 echo "1..12"
-if [ ! -x "$lockstep" ]; then
-    echo "Bail out! no $lockstep (run from the build directory)"
-    exit 1
-fi
 . "${srcdir:-.}/tests/tap.sh"
+tap_lockstep
 tap_tmp bench-peers
 
 # The binary libtool wraps, where it does.

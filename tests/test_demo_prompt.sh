@@ -11,23 +11,9 @@
 set -u
 LC_ALL=C
 export LC_ALL
-lockstep=${LOCKSTEP:-./tools/lockstep}
-# lk ARGS...: run lockstep, through LOCKSTEP_RUN when make sets it (a
-# cross build's tests run the target's programs under qemu-user)
-lk() {
-    if [ -n "${LOCKSTEP_RUN:-}" ]; then
-        eval "$LOCKSTEP_RUN \"\$lockstep\" \"\$@\""
-    else
-        "$lockstep" "$@"
-    fi
-}
-
 echo "1..12"
-if [ ! -x "$lockstep" ]; then
-    echo "Bail out! no $lockstep (run from the build directory)"
-    exit 1
-fi
 . "${srcdir:-.}/tests/tap.sh"
+tap_lockstep
 tap_tmp demo-prompt
 # line FILE PREFIX: the first line of FILE that starts with PREFIX
 line() { sed -n "/^$2/{p;q;}" "$1"; }
