@@ -130,10 +130,11 @@ endif
 EXTRA_DIST += scripts/test-arm.sh scripts/arm-insns.sh scripts/arm-insns/insn_count.c \
 	scripts/arm-insns/opcount.c
 # Shell tests (tests/*.sh) run in the host's shell and start the programs
-# they test through LOCKSTEP_RUN (empty natively).
+# they test through LOCKSTEP_RUN (empty natively).  qemu hands its
+# environment to the program, so a test sees LK_TEST_EMULATOR there.
 if LK_QEMU
 lk_qemu_run = $(LIBTOOL) --mode=execute env QEMU_CPU='$(LK_QEMU_CPU)' \
-	QEMU_LD_PREFIX='$(LK_QEMU_LD_PREFIX)' $(QEMU_AARCH64)
+	QEMU_LD_PREFIX='$(LK_QEMU_LD_PREFIX)' LK_TEST_EMULATOR=qemu-user $(QEMU_AARCH64)
 LOG_COMPILER = $(lk_qemu_run)
 SH_LOG_COMPILER = env LOCKSTEP_RUN="$(lk_qemu_run)" $(SHELL)
 else
