@@ -3,18 +3,24 @@
 # pytest suite as TAP.  SKIPs when python3, numpy or pytest is missing
 # (Debian: apt install python3-numpy python3-pytest).
 lib="$(pwd)/.libs/liblockstep.so.0"
-py=${PYTHON:-python3}
 skip() {
     echo "1..1"
     echo "ok 1 - python binding # SKIP $1"
     exit 0
 }
-command -v "$py" >/dev/null 2>&1 || skip "$py not found"
-"$py" -c 'import sys; sys.exit(sys.version_info < (3, 8))' 2>/dev/null ||
-    skip "$py is older than 3.8"
-"$py" -c 'import numpy; assert tuple(map(int, numpy.__version__.split(".")[:2])) >= (1, 22)' \
-    2>/dev/null || skip "numpy >= 1.22 not installed"
-"$py" -c 'import pytest' 2>/dev/null || skip "pytest not installed"
+# The first python with numpy >= 1.22 and pytest: PYTHON if set, else
+# python3 on PATH, else the system's (a pyenv python on PATH may lack
+# Debian's python3-numpy and python3-pytest)
+usable() {
+    "$1" -c 'import sys, numpy, pytest
+sys.exit(sys.version_info < (3, 8) or
+         tuple(map(int, numpy.__version__.split(".")[:2])) < (1, 22))' 2>/dev/null
+}
+py=""
+for c in ${PYTHON:-python3 /usr/bin/python3}; do
+    command -v "$c" >/dev/null 2>&1 && usable "$c" && { py=$c; break; }
+done
+[ -n "$py" ] || skip "no python3 >= 3.8 with numpy >= 1.22 and pytest (apt install python3-numpy python3-pytest)"
 [ -f "$lib" ] || skip "no $lib (a static-only build?)"
 # A cross build's library (scripts/test-arm.sh) is for another machine
 # than this python: compare the ELF headers' e_machine.
