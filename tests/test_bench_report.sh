@@ -107,7 +107,9 @@ bench) cat "$tmp/json/cpu_avx2.json" ;;
 esac
 EOF
 # The CUDA stand-in names the device it was given, as lockstep-cuda-bench
-# --device does.
+# --device does.  The script must leave CUDA_VISIBLE_DEVICES as it finds
+# it: unset here, whatever the environment running the test holds.
+unset CUDA_VISIBLE_DEVICES
 cat >"$tmp/cudabench" <<EOF
 #!/bin/sh
 echo "cudabench \$* CUDA_VISIBLE_DEVICES=\${CUDA_VISIBLE_DEVICES:-unset}" >>"$tmp/calls"
