@@ -4,6 +4,8 @@
 # would compile it (public headers only, no internal defines).
 noinst_LTLIBRARIES += examples/bitnet/libbitnet.la
 examples_bitnet_libbitnet_la_SOURCES = \
+	examples/bitnet/arch.h \
+	examples/bitnet/arch.c \
 	examples/bitnet/gguf.h \
 	examples/bitnet/gguf.c \
 	examples/bitnet/gguf_write.c \
