@@ -249,14 +249,17 @@ int main(void)
         free(s);
     }
 
-    /* An unknown pre-tokenizer falls back to Llama 3's (with a warning). */
+    /* An unknown pre-tokenizer is refused with its name, never replaced. */
     {
         lkg_file *u = make_file(TF_UNKNOWN_PRE);
         bn_tokenizer *tu = NULL;
-        ok(!bn_tok_load(u, &tu, err, sizeof err) && !strcmp(bn_tok_pre(tu), "llama3"),
-           "an unknown tokenizer.ggml.pre falls back to llama3");
+        ok(bn_tok_load(u, &tu, err, sizeof err) != 0 && tu == NULL && strstr(err, "\"mystery\""),
+           "an unknown tokenizer.ggml.pre is refused with its name (%s)", err);
         bn_tok_free(tu);
         lkg_close(u);
+        ok(bn_tok_pre_known("gpt-2") && bn_tok_pre_known("llama-bpe") && bn_tok_pre_known("qwen2") &&
+               !bn_tok_pre_known("default") && !bn_tok_pre_known("mystery"),
+           "llama.cpp's names gpt-2, llama-bpe, qwen2 are known; default and others are not");
     }
 
     expect_error(TF_SPM, "a SentencePiece vocabulary", "\"llama\"");

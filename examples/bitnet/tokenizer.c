@@ -7,7 +7,7 @@
 
 #define TOK_CONTROL 3 /* llama.cpp's LLAMA_TOKEN_TYPE_CONTROL */
 
-enum { PRE_LLAMA3, PRE_GPT2 };
+enum { PRE_LLAMA3, PRE_GPT2, PRE_QWEN2 };
 
 struct bn_tokenizer {
     int64_t n;          /* tokens */
@@ -24,6 +24,7 @@ struct bn_tokenizer {
     uint64_t mmask;
     int32_t byte_tok[256]; /* the token of each byte's GPT-2 code point, -1 none */
     int pre, add_bos;
+    int ignore_merges;  /* a piece that is a token as a whole is that token */
     int64_t bos;        /* -1 when the file names none */
 };
 
@@ -127,7 +128,34 @@ void bn_tok_free(bn_tokenizer *t)
 
 const char *bn_tok_pre(const bn_tokenizer *t)
 {
-    return t->pre == PRE_GPT2 ? "gpt2" : "llama3";
+    return t->pre == PRE_GPT2 ? "gpt2" : t->pre == PRE_QWEN2 ? "qwen2" : "llama3";
+}
+
+/* The tokenizer.ggml.pre names llama.cpp (llama-vocab.cpp) gives one of
+ * the regexes this encoder implements, with its ignore_merges flag;
+ * "gpt2" is this encoder's own alias.  llama.cpp's other names split
+ * with regexes not implemented here and are refused. */
+static const struct pre_name {
+    const char *name;
+    int pre, ignore_merges;
+} pre_names[] = {
+    {"llama3", PRE_LLAMA3, 1},      {"llama-v3", PRE_LLAMA3, 1},   {"llama-bpe", PRE_LLAMA3, 1},
+    {"falcon3", PRE_LLAMA3, 1},     {"falcon-h1", PRE_LLAMA3, 1},  {"pixtral", PRE_LLAMA3, 1},
+    {"midm-2.0", PRE_LLAMA3, 1},    {"lfm2", PRE_LLAMA3, 1},       {"jina-v5-nano", PRE_LLAMA3, 1},
+    {"gpt-2", PRE_GPT2, 0},         {"gpt2", PRE_GPT2, 0},         {"phi-2", PRE_GPT2, 0},
+    {"jina-es", PRE_GPT2, 0},       {"jina-de", PRE_GPT2, 0},      {"gigachat", PRE_GPT2, 0},
+    {"jina-v2-es", PRE_GPT2, 0},    {"jina-v2-de", PRE_GPT2, 0},   {"a.x-4.0", PRE_GPT2, 0},
+    {"mellum", PRE_GPT2, 0},        {"modern-bert", PRE_GPT2, 0},  {"mpt", PRE_GPT2, 0},
+    {"olmo", PRE_GPT2, 0},          {"qwen2", PRE_QWEN2, 0},       {"deepseek-r1-qwen", PRE_QWEN2, 0},
+    {"kormo", PRE_QWEN2, 0},        {"f2llmv2", PRE_QWEN2, 0},
+};
+
+int bn_tok_pre_known(const char *name)
+{
+    for (size_t i = 0; i < sizeof pre_names / sizeof *pre_names; i++)
+        if (!strcmp(pre_names[i].name, name))
+            return 1;
+    return 0;
 }
 
 static uint64_t pow2_above(uint64_t n)
@@ -266,13 +294,29 @@ int bn_tok_load(const lkg_file *f, bn_tokenizer **out, char *err, size_t errlen)
         t->byte_tok[b] = (int32_t)find_tok(t, u, (size_t)k);
     }
 
+    /* Without the key, Llama 3's (llama.cpp would take its "default"
+     * regexes, not implemented here): said on stderr, as llama.cpp warns. */
     t->pre = PRE_LLAMA3;
-    if (!lkg_get_str(f, "tokenizer.ggml.pre", pre, sizeof pre, NULL, 0)) {
-        if (!strcmp(pre, "gpt2") || !strcmp(pre, "default"))
-            t->pre = PRE_GPT2;
-        else if (strcmp(pre, "llama-bpe") && strcmp(pre, "llama3"))
-            fprintf(stderr, "lockstep: tokenizer.ggml.pre \"%s\" is unknown; using Llama 3's "
-                            "pre-tokenizer\n", pre);
+    t->ignore_merges = 1;
+    if (!lkg_find_kv(f, "tokenizer.ggml.pre")) {
+        fprintf(stderr, "lockstep: the file names no pre-tokenizer (tokenizer.ggml.pre); using "
+                        "Llama 3's\n");
+    } else {
+        size_t i = 0, np = sizeof pre_names / sizeof *pre_names;
+        if (lkg_get_str(f, "tokenizer.ggml.pre", pre, sizeof pre, err, errlen)) {
+            bn_tok_free(t);
+            return -1;
+        }
+        while (i < np && strcmp(pre_names[i].name, pre))
+            i++;
+        if (i == np) {
+            bn_tok_free(t);
+            return lkg_fail(err, errlen, "tokenizer.ggml.pre \"%s\" is not a pre-tokenizer this "
+                            "encoder implements (Llama 3's, GPT-2's and Qwen2's: docs/demo.md "
+                            "lists their names); give token ids with --tokens", pre);
+        }
+        t->pre = pre_names[i].pre;
+        t->ignore_merges = pre_names[i].ignore_merges;
     }
     t->add_bos = t->pre == PRE_LLAMA3;
     const lkg_kv *ab = lkg_find_kv(f, "tokenizer.ggml.add_bos_token");
@@ -475,10 +519,11 @@ static size_t spaces_end(const cpinfo *c, size_t i, size_t n)
     return j < n && j - i > 1 ? j - 1 : j;
 }
 
-/* The end of the piece starting at i (i < n), Llama 3's rule:
+/* The end of the piece starting at i (i < n), Llama 3's rule (maxnum 3;
+ * Qwen2's is the same with \p{N} alone, maxnum 1):
  * (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
  *  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
-static size_t piece_llama3(const cpinfo *c, size_t i, size_t n)
+static size_t piece_llama3(const cpinfo *c, size_t i, size_t n, size_t maxnum)
 {
     size_t k;
     if (c[i].cls == C_INVALID)
@@ -491,7 +536,7 @@ static size_t piece_llama3(const cpinfo *c, size_t i, size_t n)
         return run(c, i + 1, n, C_LETTER);
     if (c[i].cls == C_NUMBER) {
         size_t j = i + 1;
-        while (j < n && j < i + 3 && c[j].cls == C_NUMBER)
+        while (j < n && j < i + maxnum && c[j].cls == C_NUMBER)
             j++;
         return j;
     }
@@ -633,6 +678,22 @@ static int bpe_piece(const bn_tokenizer *t, work *w, const uint8_t *b, size_t le
         w->cap = cap;
     }
     w->nheap = 0;
+    if (t->ignore_merges) {
+        /* the piece as a whole, in bytes_to_unicode form, is a token: that
+         * token, whatever the merges would give (llama.cpp's
+         * ignore_merges, HF's tokenizer.json "ignore_merges": true) */
+        char small[256], *u = len <= 128 ? small : malloc(2 * len);
+        size_t k = 0;
+        if (!u)
+            return lkg_fail(err, errlen, "out of memory");
+        for (size_t i = 0; i < len; i++)
+            k += (size_t)put_utf8(byte_cp(b[i]), u + k);
+        int64_t id = find_tok(t, u, k);
+        if (u != small)
+            free(u);
+        if (id >= 0 && !t->control[id])
+            return emit(w, (int32_t)id) ? lkg_fail(err, errlen, "out of memory") : 0;
+    }
     for (size_t i = 0; i < len; i++)
         w->s[i] = (sym){t->byte_tok[b[i]], (int32_t)i - 1, i + 1 < len ? (int32_t)i + 1 : -1,
                         (uint32_t)i, 1};
@@ -715,7 +776,9 @@ int bn_tok_encode(const bn_tokenizer *t, const char *text, size_t len, int bos, 
     }
     at[ncp] = len;
     for (size_t i = 0; i < ncp;) {
-        size_t j = t->pre == PRE_GPT2 ? piece_gpt2(c, i, ncp) : piece_llama3(c, i, ncp);
+        size_t j = t->pre == PRE_GPT2    ? piece_gpt2(c, i, ncp)
+                   : t->pre == PRE_QWEN2 ? piece_llama3(c, i, ncp, 1)
+                                         : piece_llama3(c, i, ncp, 3);
         if (j <= i)
             j = i + 1; /* cannot happen; never loop */
         if (bpe_piece(t, &w, b + at[i], at[j] - at[i], err, errlen))
