@@ -53,7 +53,7 @@ static void make_bytetoks(void)
 /* What a test file leaves out or spoils. */
 enum { TF_OK = 0, TF_NO_TOKENS = 1, TF_BAD_MERGE = 2, TF_SPM = 4, TF_TOKENS_U32 = 8, TF_NO_SPACE = 16,
        TF_TT_COUNT = 32, TF_GPT2 = 64, TF_NO_BOS = 128, TF_BOS_U32 = 256, TF_UNKNOWN_PRE = 512,
-       TF_NO_MODEL = 1024 };
+       TF_NO_MODEL = 1024, TF_USER = 2048 };
 
 static lkg_file *make_file(unsigned flags)
 {
@@ -86,7 +86,7 @@ static lkg_file *make_file(unsigned flags)
         for (int i = 0; i < 4; i++)
             enc[4 + i] = (uint8_t)(n >> 8 * i);
         for (uint32_t i = 0; i < n; i++)
-            enc[12 + 4 * i] = i == T_BOS || i == T_AB ? 3 : 1;
+            enc[12 + 4 * i] = i == T_BOS || i == T_AB ? 3 : i == T_YZ && (flags & TF_USER) ? 4 : 1;
         lkg_w_raw(w, "tokenizer.ggml.token_type", LKG_ARRAY, enc, 12 + 4 * n);
     }
     if (!(flags & TF_NO_BOS))
@@ -247,6 +247,26 @@ int main(void)
         free(ids);
         ids = NULL;
         free(s);
+    }
+
+    /* A user-defined token (token_type 4) is found in the raw text first,
+     * as llama.cpp does: "xyz" merges x y first (and spells "xy" in bytes)
+     * as a normal token, but gives x and the token yz as a user-defined one. */
+    {
+        lkg_file *u = make_file(TF_USER), *p = make_file(TF_OK);
+        bn_tokenizer *tu = NULL, *tp = NULL;
+        int32_t *a = NULL, *b = NULL;
+        int64_t na = 0, nb = 0;
+        int good = !bn_tok_load(u, &tu, err, sizeof err) && !bn_tok_load(p, &tp, err, sizeof err) &&
+                   !bn_tok_encode(tu, "yzxyz", 5, 0, &a, &na, err, sizeof err) &&
+                   !bn_tok_encode(tp, "yzxyz", 5, 0, &b, &nb, err, sizeof err);
+        ok(good && na == 3 && a[0] == T_YZ && a[1] == 'x' && a[2] == T_YZ,
+           "a user-defined token is split out of the text before the pre-tokenizer");
+        ok(good && nb == 4 && b[0] == T_YZ && b[1] == 'x' && b[2] == 'y' && b[3] == 'z',
+           "the same token as a normal one is left to the merges");
+        free(a), free(b);
+        bn_tok_free(tu), bn_tok_free(tp);
+        lkg_close(u), lkg_close(p);
     }
 
     /* An unknown pre-tokenizer is refused with its name, never replaced. */

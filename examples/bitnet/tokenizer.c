@@ -5,7 +5,8 @@
 
 #include "tokenizer.h"
 
-#define TOK_CONTROL 3 /* llama.cpp's LLAMA_TOKEN_TYPE_CONTROL */
+#define TOK_CONTROL 3      /* llama.cpp's LLAMA_TOKEN_TYPE_CONTROL */
+#define TOK_USER_DEFINED 4 /* LLAMA_TOKEN_TYPE_USER_DEFINED */
 
 enum { PRE_LLAMA3, PRE_GPT2, PRE_QWEN2 };
 
@@ -23,6 +24,10 @@ struct bn_tokenizer {
     int32_t *mrank, *mres;
     uint64_t mmask;
     int32_t byte_tok[256]; /* the token of each byte's GPT-2 code point, -1 none */
+    /* user-defined tokens (token_type 4), longest first: matched in the raw
+     * text before anything else, as llama.cpp's tokenizer_st_partition */
+    int32_t *user;
+    int64_t nuser;
     int pre, add_bos;
     int ignore_merges;  /* a piece that is a token as a whole is that token */
     int64_t bos;        /* -1 when the file names none */
@@ -123,6 +128,7 @@ void bn_tok_free(bn_tokenizer *t)
     free(t->mkey);
     free(t->mrank);
     free(t->mres);
+    free(t->user);
     free(t);
 }
 
@@ -245,6 +251,30 @@ int bn_tok_load(const lkg_file *f, bn_tokenizer **out, char *err, size_t errlen)
         }
         for (uint64_t i = 0; i < n; i++)
             t->control[i] = rd_le(v->v.arr.raw + 4 * i, 4) == TOK_CONTROL;
+        for (uint64_t i = 0; i < n; i++)
+            t->nuser += rd_le(v->v.arr.raw + 4 * i, 4) == TOK_USER_DEFINED;
+        if (t->nuser && !(t->user = malloc((size_t)t->nuser * sizeof *t->user))) {
+            bn_tok_free(t);
+            return lkg_fail(err, errlen, "out of memory");
+        }
+        int64_t k = 0;
+        for (uint64_t i = 0; i < n; i++)
+            if (rd_le(v->v.arr.raw + 4 * i, 4) == TOK_USER_DEFINED && t->off[i + 1] > t->off[i])
+                t->user[k++] = (int32_t)i;
+        t->nuser = k;
+        /* longest first, then by id (llama.cpp sorts by length alone) */
+        for (int64_t a = 1; a < k; a++) {
+            int32_t id = t->user[a];
+            uint64_t l = t->off[id + 1] - t->off[id];
+            int64_t b = a;
+            for (; b > 0; b--) {
+                int32_t o = t->user[b - 1];
+                if (t->off[o + 1] - t->off[o] >= l)
+                    break;
+                t->user[b] = o;
+            }
+            t->user[b] = id;
+        }
     }
 
     p = merges->v.arr.raw;
@@ -737,30 +767,11 @@ static int bpe_piece(const bn_tokenizer *t, work *w, const uint8_t *b, size_t le
     return 0;
 }
 
-int bn_tok_encode(const bn_tokenizer *t, const char *text, size_t len, int bos, int32_t **ids,
-                  int64_t *n, char *err, size_t errlen)
+/* The raw text b[0..len) without user-defined tokens: pre-tokenized and
+ * merged, appended to w->ids; c and at hold room for len entries. */
+static int encode_raw(const bn_tokenizer *t, work *w, const uint8_t *b, size_t len, cpinfo *c,
+                      size_t *at, char *err, size_t errlen)
 {
-    const uint8_t *b = (const uint8_t *)text;
-    work w = {0};
-    cpinfo *c = malloc((len ? len : 1) * sizeof *c);
-    size_t *at = malloc((len + 1) * sizeof *at);
-    int rc = -1;
-    if (!c || !at) {
-        lkg_fail(err, errlen, "out of memory");
-        goto out;
-    }
-    if (bos < 0)
-        bos = t->add_bos;
-    if (bos) {
-        if (t->bos < 0) {
-            lkg_fail(err, errlen, "the file names no BOS token (tokenizer.ggml.bos_token_id)");
-            goto out;
-        }
-        if (emit(&w, (int32_t)t->bos)) {
-            lkg_fail(err, errlen, "out of memory");
-            goto out;
-        }
-    }
     size_t ncp = 0;
     for (size_t i = 0; i < len;) {
         uint32_t cp;
@@ -781,9 +792,111 @@ int bn_tok_encode(const bn_tokenizer *t, const char *text, size_t len, int bos, 
                                          : piece_llama3(c, i, ncp, 3);
         if (j <= i)
             j = i + 1; /* cannot happen; never loop */
-        if (bpe_piece(t, &w, b + at[i], at[j] - at[i], err, errlen))
-            goto out;
+        if (bpe_piece(t, w, b + at[i], at[j] - at[i], err, errlen))
+            return -1;
         i = j;
+    }
+    return 0;
+}
+
+/* The first occurrence of s[0..n) in b[from..to), or SIZE_MAX. */
+static size_t find_bytes(const uint8_t *b, size_t from, size_t to, const char *s, size_t n)
+{
+    for (size_t i = from; i + n <= to; i++)
+        if (b[i] == (uint8_t)s[0] && !memcmp(b + i, s, n))
+            return i;
+    return SIZE_MAX;
+}
+
+/* The text split at user-defined tokens: fragments (offset, length,
+ * token or -1 for raw text), each token's occurrences taken left to right
+ * in the raw fragments the longer tokens left, as llama.cpp. */
+typedef struct frag {
+    size_t off, len;
+    int32_t tok;
+} frag;
+
+static int partition(const bn_tokenizer *t, const uint8_t *b, size_t len, frag **out, size_t *nout)
+{
+    size_t n = 1, cap = 16;
+    frag *f = malloc(cap * sizeof *f);
+    if (!f)
+        return -1;
+    f[0] = (frag){0, len, -1};
+    for (int64_t u = 0; u < t->nuser; u++) {
+        const int32_t id = t->user[u];
+        const char *s = t->text + t->off[id];
+        const size_t sl = (size_t)(t->off[id + 1] - t->off[id]);
+        for (size_t i = 0; i < n; i++) {
+            if (f[i].tok >= 0)
+                continue;
+            size_t m = find_bytes(b, f[i].off, f[i].off + f[i].len, s, sl);
+            if (m == SIZE_MAX)
+                continue;
+            if (n + 2 > cap) {
+                frag *g = realloc(f, 2 * cap * sizeof *g);
+                if (!g) {
+                    free(f);
+                    return -1;
+                }
+                f = g;
+                cap *= 2;
+            }
+            /* [left] token [right]: the right part is looked at next */
+            const frag old = f[i];
+            const size_t left = m - old.off, right = old.off + old.len - (m + sl);
+            const size_t add = (left > 0) + (right > 0);
+            memmove(f + i + 1 + add, f + i + 1, (n - i - 1) * sizeof *f);
+            n += add;
+            size_t k = i;
+            if (left)
+                f[k++] = (frag){old.off, left, -1};
+            f[k++] = (frag){m, sl, id};
+            if (right)
+                f[k++] = (frag){m + sl, right, -1};
+            i = right ? k - 2 : k - 1;
+        }
+    }
+    *out = f;
+    *nout = n;
+    return 0;
+}
+
+int bn_tok_encode(const bn_tokenizer *t, const char *text, size_t len, int bos, int32_t **ids,
+                  int64_t *n, char *err, size_t errlen)
+{
+    const uint8_t *b = (const uint8_t *)text;
+    work w = {0};
+    cpinfo *c = malloc((len ? len : 1) * sizeof *c);
+    size_t *at = malloc((len + 1) * sizeof *at);
+    frag *fr = NULL;
+    size_t nfr = 0;
+    int rc = -1;
+    if (!c || !at || partition(t, b, len, &fr, &nfr)) {
+        lkg_fail(err, errlen, "out of memory");
+        goto out;
+    }
+    if (bos < 0)
+        bos = t->add_bos;
+    if (bos) {
+        if (t->bos < 0) {
+            lkg_fail(err, errlen, "the file names no BOS token (tokenizer.ggml.bos_token_id)");
+            goto out;
+        }
+        if (emit(&w, (int32_t)t->bos)) {
+            lkg_fail(err, errlen, "out of memory");
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < nfr; i++) {
+        if (fr[i].tok >= 0) {
+            if (emit(&w, fr[i].tok)) {
+                lkg_fail(err, errlen, "out of memory");
+                goto out;
+            }
+        } else if (encode_raw(t, &w, b + fr[i].off, fr[i].len, c, at, err, errlen)) {
+            goto out;
+        }
     }
     rc = 0;
     *ids = w.ids;
@@ -792,6 +905,7 @@ int bn_tok_encode(const bn_tokenizer *t, const char *text, size_t len, int bos, 
 out:
     free(c);
     free(at);
+    free(fr);
     free(w.s);
     free(w.heap);
     free(w.ids);
