@@ -350,12 +350,12 @@ int lk_cmd_demo(int argc, char **argv)
 
     printf("lockstep demo: BitNet b1.58, %s\n"
            "  %lld layers, hidden %lld, %lld heads / %lld KV heads of %lld, FFN %lld, vocab %lld, "
-           "theta %g, %s RoPE\n"
+           "theta %g, %s RoPE, %s FFN\n"
            "  prompt of %lld tokens, %ld decode steps, batch sizes",
            what, (long long)c->n_layer, (long long)c->dim, (long long)c->n_head,
            (long long)c->n_kv, (long long)c->head_dim, (long long)c->ffn, (long long)c->vocab,
            (double)c->theta, c->rope_flags == LK_ROPE_NEOX ? "neox" : "interleaved",
-           (long long)T, steps);
+           w.ffn_act == LK_UNARY_SILU ? "silu-gated" : "relu^2-gated", (long long)T, steps);
     for (int i = 0; i < nbatch; i++)
         printf("%s%ld", i ? ", " : " ", batches[i]);
     printf("; %d devices\n\n", ndev);
