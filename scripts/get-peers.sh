@@ -89,7 +89,7 @@ dest="$DIR/llama.cpp"
 driver="$(cd "$(dirname "$0")/.." && pwd)/tests/peers/llama_logits.c"
 [ -f "$driver" ] || die "no $driver (run this script from a Lockstep source tree)"
 if [ -z "$FORCE" ] && [ -f "$dest/BUILT" ] && [ "$(cat "$dest/BUILT")" = "$want" ] &&
-    [ -f "$dest/lib/libggml-cpu.so" ] && [ -x "$dest/bin/lockstep-llama-logits" ]; then
+    [ -f "$dest/lib/libllama.so" ] && [ -f "$dest/include/llama.h" ]; then
     echo "get-peers: llama.cpp: already built ($want) in $dest"
 else
     src="$DIR/src"
@@ -133,15 +133,23 @@ else
     [ -f "$dest/lib/libggml-cpu.so" ] || die "no libggml-cpu.so in $dest/lib after the build"
     [ -f "$dest/lib/libllama.so" ] || die "no libllama.so in $dest/lib after the build"
     lt="$tree/vendor/llama.cpp"
-    # shellcheck disable=SC2016 # $ORIGIN is for the dynamic linker
-    cc -O2 -I"$lt/include" -I"$lt/ggml/include" "$driver" -L"$dest/lib" -lllama -lggml \
-        -lggml-base -Wl,-rpath,'$ORIGIN/../lib' -o "$dest/bin/lockstep-llama-logits" >>"$log" 2>&1 ||
-        die "compiling $driver against libllama failed: see $log"
     cp "$lt"/models/ggml-vocab-*.gguf* "$dest/vocab/" 2>/dev/null ||
         die "$tree has no models/ggml-vocab-*.gguf"
     cp "$lt/LICENSE" "$dest/LICENSE"
+    mkdir -p "$dest/include"
+    cp "$lt"/include/llama*.h "$lt"/ggml/include/*.h "$dest/include/"
     echo "$want" >"$dest/BUILT"
     echo "get-peers: llama.cpp: built ($want)"
+fi
+
+# The logits driver, compiled again whenever its source is newer.
+if [ ! -x "$dest/bin/lockstep-llama-logits" ] || [ "$driver" -nt "$dest/bin/lockstep-llama-logits" ]; then
+    mkdir -p "$dest/bin"
+    # shellcheck disable=SC2016 # $ORIGIN is for the dynamic linker
+    cc -O2 -I"$dest/include" "$driver" -L"$dest/lib" -lllama -lggml -lggml-base \
+        -Wl,-rpath,'$ORIGIN/../lib' -o "$dest/bin/lockstep-llama-logits" ||
+        die "compiling $driver against libllama failed"
+    echo "get-peers: compiled $dest/bin/lockstep-llama-logits"
 fi
 
 # ---- bitnet.cpp (I2_S) ----
