@@ -143,7 +143,8 @@ else
 fi
 
 # The logits driver, compiled again whenever its source is newer.
-if [ ! -x "$dest/bin/lockstep-llama-logits" ] || [ "$driver" -nt "$dest/bin/lockstep-llama-logits" ]; then
+if [ ! -x "$dest/bin/lockstep-llama-logits" ] ||
+    [ -n "$(find "$driver" -newer "$dest/bin/lockstep-llama-logits")" ]; then
     mkdir -p "$dest/bin"
     # shellcheck disable=SC2016 # $ORIGIN is for the dynamic linker
     cc -O2 -I"$dest/include" "$driver" -L"$dest/lib" -lllama -lggml -lggml-base \
