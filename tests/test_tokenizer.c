@@ -53,7 +53,7 @@ static void make_bytetoks(void)
 /* What a test file leaves out or spoils. */
 enum { TF_OK = 0, TF_NO_TOKENS = 1, TF_BAD_MERGE = 2, TF_SPM = 4, TF_TOKENS_U32 = 8, TF_NO_SPACE = 16,
        TF_TT_COUNT = 32, TF_GPT2 = 64, TF_NO_BOS = 128, TF_BOS_U32 = 256, TF_UNKNOWN_PRE = 512,
-       TF_NO_MODEL = 1024, TF_USER = 2048 };
+       TF_NO_MODEL = 1024, TF_USER = 2048, TF_STARCODER = 4096 };
 
 static lkg_file *make_file(unsigned flags)
 {
@@ -72,7 +72,10 @@ static lkg_file *make_file(unsigned flags)
     if (!(flags & TF_NO_MODEL))
         lkg_w_str(w, "tokenizer.ggml.model", flags & TF_SPM ? "llama" : "gpt2");
     lkg_w_str(w, "tokenizer.ggml.pre",
-              flags & TF_GPT2 ? "gpt2" : flags & TF_UNKNOWN_PRE ? "mystery" : "llama-bpe");
+              flags & TF_GPT2          ? "gpt2"
+              : flags & TF_UNKNOWN_PRE ? "mystery"
+              : flags & TF_STARCODER   ? "starcoder"
+                                       : "llama-bpe");
     if (flags & TF_TOKENS_U32)
         lkg_w_u32(w, "tokenizer.ggml.tokens", 3);
     else if (!(flags & TF_NO_TOKENS))
@@ -267,6 +270,25 @@ int main(void)
         free(a), free(b);
         bn_tok_free(tu), bn_tok_free(tp);
         lkg_close(u), lkg_close(p);
+    }
+
+    /* StarCoder's pre-tokenizer (llama.cpp: \p{N} first, then GPT-2's):
+     * every digit alone, so "12" never merges as it does under GPT-2's. */
+    {
+        lkg_file *sc = make_file(TF_STARCODER), *g2 = make_file(TF_GPT2);
+        bn_tokenizer *ts = NULL, *tg2 = NULL;
+        int32_t *a = NULL, *b = NULL;
+        int64_t na = 0, nb = 0;
+        int good = !bn_tok_load(sc, &ts, err, sizeof err) && !bn_tok_load(g2, &tg2, err, sizeof err) &&
+                   !bn_tok_encode(ts, "x12", 3, 0, &a, &na, err, sizeof err) &&
+                   !bn_tok_encode(tg2, "x12", 3, 0, &b, &nb, err, sizeof err);
+        ok(good && !strcmp(bn_tok_pre(ts), "starcoder") && na == 3 && a[0] == 'x' && a[1] == '1' &&
+               a[2] == '2',
+           "starcoder: x12 is x, 1, 2 (%s)", good ? "ok" : err);
+        ok(good && nb == 2 && b[0] == 'x' && b[1] == T_12, "gpt2: x12 is x, 12");
+        free(a), free(b);
+        bn_tok_free(ts), bn_tok_free(tg2);
+        lkg_close(sc), lkg_close(g2);
     }
 
     /* An unknown pre-tokenizer is refused with its name, never replaced. */

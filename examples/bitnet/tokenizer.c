@@ -8,7 +8,9 @@
 #define TOK_CONTROL 3      /* llama.cpp's LLAMA_TOKEN_TYPE_CONTROL */
 #define TOK_USER_DEFINED 4 /* LLAMA_TOKEN_TYPE_USER_DEFINED */
 
-enum { PRE_LLAMA3, PRE_GPT2, PRE_QWEN2 };
+/* PRE_DIGITS: every \p{N} a piece of its own, then GPT-2's regex on the
+ * text between (llama.cpp's two regexes for StarCoder and the like) */
+enum { PRE_LLAMA3, PRE_GPT2, PRE_QWEN2, PRE_DIGITS };
 
 struct bn_tokenizer {
     int64_t n;          /* tokens */
@@ -134,11 +136,14 @@ void bn_tok_free(bn_tokenizer *t)
 
 const char *bn_tok_pre(const bn_tokenizer *t)
 {
-    return t->pre == PRE_GPT2 ? "gpt2" : t->pre == PRE_QWEN2 ? "qwen2" : "llama3";
+    return t->pre == PRE_GPT2     ? "gpt2"
+           : t->pre == PRE_QWEN2  ? "qwen2"
+           : t->pre == PRE_DIGITS ? "starcoder"
+                                  : "llama3";
 }
 
 /* The tokenizer.ggml.pre names llama.cpp (llama-vocab.cpp) gives one of
- * the regexes this encoder implements, with its ignore_merges flag;
+ * the regex sets this encoder implements, with its ignore_merges flag;
  * "gpt2" is this encoder's own alias.  llama.cpp's other names split
  * with regexes not implemented here and are refused. */
 static const struct pre_name {
@@ -153,7 +158,10 @@ static const struct pre_name {
     {"jina-v2-es", PRE_GPT2, 0},    {"jina-v2-de", PRE_GPT2, 0},   {"a.x-4.0", PRE_GPT2, 0},
     {"mellum", PRE_GPT2, 0},        {"modern-bert", PRE_GPT2, 0},  {"mpt", PRE_GPT2, 0},
     {"olmo", PRE_GPT2, 0},          {"qwen2", PRE_QWEN2, 0},       {"deepseek-r1-qwen", PRE_QWEN2, 0},
-    {"kormo", PRE_QWEN2, 0},        {"f2llmv2", PRE_QWEN2, 0},
+    {"kormo", PRE_QWEN2, 0},        {"f2llmv2", PRE_QWEN2, 0},     {"starcoder", PRE_DIGITS, 0},
+    {"refact", PRE_DIGITS, 0},      {"command-r", PRE_DIGITS, 0},  {"smollm", PRE_DIGITS, 0},
+    {"codeshell", PRE_DIGITS, 0},   {"exaone", PRE_DIGITS, 0},     {"minerva-7b", PRE_DIGITS, 0},
+    {"mellum2", PRE_DIGITS, 0},
 };
 
 int bn_tok_pre_known(const char *name)
@@ -342,8 +350,8 @@ int bn_tok_load(const lkg_file *f, bn_tokenizer **out, char *err, size_t errlen)
         if (i == np) {
             bn_tok_free(t);
             return lkg_fail(err, errlen, "tokenizer.ggml.pre \"%s\" is not a pre-tokenizer this "
-                            "encoder implements (Llama 3's, GPT-2's and Qwen2's: docs/demo.md "
-                            "lists their names); give token ids with --tokens", pre);
+                            "encoder implements (Llama 3's, GPT-2's, Qwen2's and StarCoder's: "
+                            "docs/demo.md lists their names); give token ids with --tokens", pre);
         }
         t->pre = pre_names[i].pre;
         t->ignore_merges = pre_names[i].ignore_merges;
@@ -786,10 +794,17 @@ static int encode_raw(const bn_tokenizer *t, work *w, const uint8_t *b, size_t l
         }
     }
     at[ncp] = len;
-    for (size_t i = 0; i < ncp;) {
-        size_t j = t->pre == PRE_GPT2    ? piece_gpt2(c, i, ncp)
-                   : t->pre == PRE_QWEN2 ? piece_llama3(c, i, ncp, 1)
-                                         : piece_llama3(c, i, ncp, 3);
+    for (size_t i = 0, seg = ncp; i < ncp;) {
+        if (t->pre == PRE_DIGITS) {
+            /* the segment i is in: one number, or the run up to the next */
+            seg = i + 1;
+            if (c[i].cls != C_NUMBER)
+                while (seg < ncp && c[seg].cls != C_NUMBER)
+                    seg++;
+        }
+        size_t j = t->pre == PRE_GPT2 || t->pre == PRE_DIGITS ? piece_gpt2(c, i, seg)
+                   : t->pre == PRE_QWEN2                      ? piece_llama3(c, i, ncp, 1)
+                                                              : piece_llama3(c, i, ncp, 3);
         if (j <= i)
             j = i + 1; /* cannot happen; never loop */
         if (bpe_piece(t, w, b + at[i], at[j] - at[i], err, errlen))

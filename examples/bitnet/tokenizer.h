@@ -3,9 +3,9 @@
  * for `lockstep demo --prompt`.  The inverse of bn_detok (vocab.h).
  *
  * Text is split into pieces by the pre-tokenizer named by tokenizer.ggml.pre
- * (the names llama.cpp gives Llama 3's, GPT-2's or Qwen2's regex, listed in
- * docs/demo.md; absent: Llama 3's, with a note on stderr; any other name is
- * refused), each piece's bytes are mapped through GPT-2's bytes_to_unicode
+ * (the names llama.cpp gives Llama 3's, GPT-2's, Qwen2's or StarCoder's
+ * regexes, listed in docs/demo.md; absent: Llama 3's, with a note on
+ * stderr; any other name is refused), each piece's bytes are mapped through GPT-2's bytes_to_unicode
  * and merged by tokenizer.ggml.merges in rank order (a piece that is a
  * token as a whole is that token, for the names llama.cpp gives
  * ignore_merges: Llama 3's), and the merged symbols are looked up in
@@ -31,7 +31,7 @@ typedef struct bn_tokenizer bn_tokenizer;
 int bn_tok_load(const lkg_file *f, bn_tokenizer **out, char *err, size_t errlen);
 void bn_tok_free(bn_tokenizer *t);
 
-/* The pre-tokenizer in use ("llama3", "gpt2" or "qwen2"). */
+/* The pre-tokenizer in use ("llama3", "gpt2", "qwen2" or "starcoder"). */
 const char *bn_tok_pre(const bn_tokenizer *t);
 /* 1 when name is a tokenizer.ggml.pre value bn_tok_load accepts. */
 int bn_tok_pre_known(const char *name);
