@@ -6,7 +6,12 @@
 #
 #   llama.cpp's TQ2_0 kernel: ggml's CPU library, built from the llama.cpp
 #       that the PyPI package llama-cpp-python vendors (its source
-#       distribution, pinned below), shared, CPU only.  On x86 it is built
+#       distribution, pinned below), shared, CPU only.  With it, llama.cpp's
+#       own library (libllama) and lockstep-llama-logits, a small driver
+#       (tests/peers/llama_logits.c) that prints a model's logits, and the
+#       vocabulary-only GGUF files with their test vectors
+#       (models/ggml-vocab-*), for tests/test_llama_fidelity.c and
+#       tests/test_tokenizer_vectors.c.  On x86 it is built
 #       for AVX2 (+FMA, F16C, BMI2), the kernel the bench compares with; on
 #       ARM for the baseline with NEON.  --native builds it for this CPU
 #       instead (-march=native: on AVX-512 or dot-product hosts, their
@@ -40,7 +45,7 @@ while [ $# -gt 0 ]; do
     --native) NATIVE=1; shift ;;
     --jobs) JOBS=$2; shift 2 ;;
     --force) FORCE=1; shift ;;
-    -h | --help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "get-peers: unknown option $1 (--help lists them)" >&2; exit 2 ;;
     esac
 done
@@ -79,10 +84,12 @@ common_flags="-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_D
  -DCMAKE_INSTALL_LIBDIR=lib -DCMAKE_INSTALL_RPATH=\$ORIGIN -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON"
 
 # ---- llama.cpp (TQ2_0) ----
-want="llama-cpp-python $LLAMA_CPP_PYTHON_VERSION $variant"
+want="llama-cpp-python $LLAMA_CPP_PYTHON_VERSION $variant +llama +vocab"
 dest="$DIR/llama.cpp"
+driver="$(cd "$(dirname "$0")/.." && pwd)/tests/peers/llama_logits.c"
+[ -f "$driver" ] || die "no $driver (run this script from a Lockstep source tree)"
 if [ -z "$FORCE" ] && [ -f "$dest/BUILT" ] && [ "$(cat "$dest/BUILT")" = "$want" ] &&
-    [ -f "$dest/lib/libggml-cpu.so" ]; then
+    [ -f "$dest/lib/libllama.so" ] && [ -f "$dest/include/llama.h" ]; then
     echo "get-peers: llama.cpp: already built ($want) in $dest"
 else
     src="$DIR/src"
@@ -105,24 +112,45 @@ else
             die "$sdist holds no vendor/llama.cpp/ggml: not the source distribution this script knows"
     fi
     build="$DIR/build/llama.cpp-$variant"
-    rm -rf "$build" "$dest"
+    # the same flags every time: an earlier build of this variant is reused
+    [ -z "$FORCE" ] || rm -rf "$build"
+    rm -rf "$dest"
     mkdir -p "$DIR/build"
-    echo "get-peers: building ggml's CPU library ($variant) from $tree/vendor/llama.cpp"
+    echo "get-peers: building ggml's CPU library and libllama ($variant) from $tree/vendor/llama.cpp"
     # From llama.cpp's top level (the sdist leaves out what ggml's own needs
-    # when built alone), ggml's two libraries only.
+    # when built alone), ggml's libraries and libllama only.
     log="$DIR/build/llama.cpp-$variant.log"
     # shellcheck disable=SC2086 # the flag lists split on purpose
     cmake -S "$tree/vendor/llama.cpp" -B "$build" $common_flags $isa_flags \
         -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF \
         -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
         -DLLAMA_CURL=OFF >"$log" 2>&1 &&
-        cmake --build "$build" -j "$JOBS" --target ggml-cpu >>"$log" 2>&1 ||
+        cmake --build "$build" -j "$JOBS" --target ggml-cpu llama >>"$log" 2>&1 ||
         die "building ggml failed: see $log"
-    mkdir -p "$dest/lib"
-    find "$build" -name 'libggml*.so*' \( -type f -o -type l \) -exec cp -P {} "$dest/lib/" \;
+    mkdir -p "$dest/lib" "$dest/bin" "$dest/vocab"
+    find "$build" \( -name 'libggml*.so*' -o -name 'libllama.so*' \) \( -type f -o -type l \) \
+        -exec cp -P {} "$dest/lib/" \;
     [ -f "$dest/lib/libggml-cpu.so" ] || die "no libggml-cpu.so in $dest/lib after the build"
+    [ -f "$dest/lib/libllama.so" ] || die "no libllama.so in $dest/lib after the build"
+    lt="$tree/vendor/llama.cpp"
+    cp "$lt"/models/ggml-vocab-*.gguf* "$dest/vocab/" 2>/dev/null ||
+        die "$tree has no models/ggml-vocab-*.gguf"
+    cp "$lt/LICENSE" "$dest/LICENSE"
+    mkdir -p "$dest/include"
+    cp "$lt"/include/llama*.h "$lt"/ggml/include/*.h "$dest/include/"
     echo "$want" >"$dest/BUILT"
     echo "get-peers: llama.cpp: built ($want)"
+fi
+
+# The logits driver, compiled again whenever its source is newer.
+if [ ! -x "$dest/bin/lockstep-llama-logits" ] ||
+    [ -n "$(find "$driver" -newer "$dest/bin/lockstep-llama-logits")" ]; then
+    mkdir -p "$dest/bin"
+    # shellcheck disable=SC2016 # $ORIGIN is for the dynamic linker
+    cc -O2 -I"$dest/include" "$driver" -L"$dest/lib" -lllama -lggml -lggml-base \
+        -Wl,-rpath,'$ORIGIN/../lib' -o "$dest/bin/lockstep-llama-logits" ||
+        die "compiling $driver against libllama failed"
+    echo "get-peers: compiled $dest/bin/lockstep-llama-logits"
 fi
 
 # ---- bitnet.cpp (I2_S) ----
@@ -176,6 +204,7 @@ fi
 echo
 echo "get-peers: in $DIR:"
 echo "  llama.cpp TQ2_0: $dest/lib/libggml-cpu.so ($(cat "$dest/BUILT"))"
+echo "  llama.cpp logits: $dest/bin/lockstep-llama-logits; vocabularies: $dest/vocab"
 echo "  bitnet.cpp I2_S: $bitnet_status"
 if [ "$DIR" != "$(cd "${LOCKSTEP_PEERS_DIR:-$HOME/.cache/lockstep/peers}" 2>/dev/null && pwd)" ]; then
     echo "  lockstep bench looks there with: export LOCKSTEP_PEERS_DIR=$DIR"

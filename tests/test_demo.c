@@ -225,7 +225,7 @@ int main(void)
                    bn_weights_from_gguf(&w2, f, 128, cfg.max_ctx, err, sizeof err) == 0;
         if (good) {
             good = same_weights(&w, &w2);
-            w2.cfg.rope_flags = cfg.rope_flags; /* GGUF files default to llama.cpp's */
+            good = good && w2.cfg.rope_flags == cfg.rope_flags; /* bitnet-b1.58: NEOX */
             good = good && run(ref, &w2, 1, prompt, got, 0) == 0 && !memcmp(got, want1, n1 * 4);
             bn_weights_free(&w2);
         }

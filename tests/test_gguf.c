@@ -584,6 +584,50 @@ static void fuzz(const uint8_t *good, size_t size, uint64_t seed, int iters)
        converted);
 }
 
+/* A file without tensors (llama.cpp's vocabulary-only files) ends with its
+ * metadata, without the padding a data section would start after: read
+ * with and without that padding; cut inside the metadata, refused. */
+static void check_vocab_only(void)
+{
+    lkg_writer *w = lkg_writer_new(32);
+    const char *toks[3] = {"a", "b", "ab"};
+    uint8_t *d = NULL;
+    size_t n = 0;
+    lkg_w_str(w, "general.architecture", "llama");
+    lkg_w_str_array(w, "tokenizer.ggml.tokens", toks, 3);
+    lkg_w_str(w, "tokenizer.ggml.pre", "gpt-2"); /* ends with a non-zero byte */
+    if (lkg_writer_finish(w, &d, &n))
+        bail("writer out of memory");
+    lkg_writer_free(w);
+    size_t end = n;
+    while (end > 0 && d[end - 1] == 0)
+        end--;
+    lkg_file *f = NULL;
+    char pre[16] = "";
+    ok(lkg_parse(d, n, &f, err, sizeof err) == 0 && f->n_tensors == 0 && f->n_kv == 3,
+       "a file without tensors, padded: read (%s)", f ? "ok" : err);
+    lkg_close(f);
+    f = NULL;
+    ok(end < n && end % 32 != 0, "the sample's metadata ends at %zu, not at an alignment", end);
+    ok(lkg_parse(d, end, &f, err, sizeof err) == 0 && f->n_tensors == 0 &&
+           lkg_get_str(f, "tokenizer.ggml.pre", pre, sizeof pre, err, sizeof err) == 0 &&
+           !strcmp(pre, "gpt-2"),
+       "a file without tensors that ends with its metadata (no padding): read (%s)",
+       f ? pre : err);
+    lkg_close(f);
+    int all = 1;
+    for (size_t k = 0; k < end; k++) {
+        f = NULL;
+        if (lkg_parse(d, k, &f, err, sizeof err) == 0) {
+            lkg_close(f);
+            diag("prefix of %zu bytes accepted", k);
+            all = 0;
+        }
+    }
+    ok(all, "every one of its %zu cuts inside the metadata is refused", end);
+    free(d);
+}
+
 int main(void)
 {
     uint64_t seed = tap_seed(), s = seed;
@@ -598,6 +642,7 @@ int main(void)
         check_roundtrip(&sm, data[a], size[a], aligns[a]);
     }
     check_malformed(data[0], size[0]);
+    check_vocab_only();
 
     /* Through a real file too. */
     char path[] = "test_gguf.tmp.gguf";

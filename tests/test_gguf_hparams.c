@@ -4,7 +4,10 @@
  * that is NaN, infinite or not positive, head counts that are zero,
  * negative or do not divide, a key/value length or rotary dimension other
  * than the head size, a context length of 0, a vocabulary or layer count
- * that disagrees with the tensors, a key of the wrong type.
+ * that disagrees with the tensors, a key of the wrong type, RoPE scaling
+ * it does not run, an architecture not in its table or output.weight where
+ * the architecture ties the head; and takes the RoPE pairing and FFN gate
+ * from the architecture.
  *
  * Each case rewrites the demo's tiny model file with one key changed (the
  * rest copied as it was) and must be refused; the unchanged rewrite and
@@ -293,6 +296,53 @@ int main(void)
     accept(c_i32(ARCH "attention.head_count_kv", 2), "head_count_kv = 2 as an i32");
     accept(c_drop(ARCH "rope.freq_base"), "no rope.freq_base (the default)");
     accept(c_drop(ARCH "vocab_size"), "no vocab_size (the embedding's rows)");
+
+    /* The architecture decides the RoPE pairing and the FFN gate
+     * (examples/bitnet/arch.c); RoPE scaling that would change the model
+     * is refused, linear by 1 (llama.cpp's converter writes it) is not. */
+    refuse(c_f32(ARCH "rope.scaling.factor", 2.0f), -1, "rope.scaling.factor 2",
+           "rope.scaling.factor");
+    accept(c_f32(ARCH "rope.scaling.factor", 1.0f), "rope.scaling.factor 1");
+    {
+        lkg_file *f = NULL;
+        int good_arch = lkg_parse(good, good_n, &f, err, sizeof err) == 0 &&
+                        bn_weights_from_gguf(&w, f, 128, 0, err, sizeof err) == 0;
+        ok(good_arch && w.cfg.rope_flags == LK_ROPE_NEOX && w.ffn_act == LK_UNARY_RELU2 &&
+               !strcmp(w.arch, "bitnet-b1.58"),
+           "bitnet-b1.58: NEOX RoPE, relu^2 FFN (%s)", good_arch ? "ok" : err);
+        lkg_close(f);
+        if (!good_arch)
+            bail("cannot go on: %s", err);
+        static const char *const names[3] = {"bitnet", "llama", "bitnet"};
+        for (int i = 0; i < 3; i++) {
+            bn_weights w2;
+            uint8_t *dd = NULL;
+            size_t nn = 0;
+            w.arch = names[i];
+            if (i == 2 && !(w.lm_head = malloc((size_t)(w.cfg.vocab * w.cfg.dim) * 2)))
+                bail("out of memory");
+            if (i == 2)
+                memcpy(w.lm_head, w.embd, (size_t)(w.cfg.vocab * w.cfg.dim) * 2);
+            f = NULL;
+            int rc = bn_weights_to_gguf(&w, LKG_T_TQ2_0, &dd, &nn, err, sizeof err) ||
+                     lkg_parse(dd, nn, &f, err, sizeof err) ||
+                     bn_weights_from_gguf(&w2, f, 128, 0, err, sizeof err);
+            if (i == 0)
+                ok(rc == 0 && w2.cfg.rope_flags == LK_ROPE_NEOX && w2.ffn_act == LK_UNARY_SILU,
+                   "bitnet (llama.cpp's): NEOX RoPE, SiLU FFN (%s)", rc ? err : "ok");
+            else if (i == 1)
+                ok(rc != 0 && strstr(err, "'llama'") && strstr(err, "bitnet-b1.58"),
+                   "an architecture not in the table is refused with the list (%s)", err);
+            else
+                ok(rc != 0 && strstr(err, "output.weight"),
+                   "bitnet with output.weight (its head is token_embd) is refused (%s)", err);
+            if (rc == 0)
+                bn_weights_free(&w2);
+            lkg_close(f);
+            free(dd);
+        }
+        bn_weights_free(&w);
+    }
     free(d0);
     return done_testing();
 }

@@ -53,7 +53,7 @@ static void make_bytetoks(void)
 /* What a test file leaves out or spoils. */
 enum { TF_OK = 0, TF_NO_TOKENS = 1, TF_BAD_MERGE = 2, TF_SPM = 4, TF_TOKENS_U32 = 8, TF_NO_SPACE = 16,
        TF_TT_COUNT = 32, TF_GPT2 = 64, TF_NO_BOS = 128, TF_BOS_U32 = 256, TF_UNKNOWN_PRE = 512,
-       TF_NO_MODEL = 1024 };
+       TF_NO_MODEL = 1024, TF_USER = 2048, TF_STARCODER = 4096 };
 
 static lkg_file *make_file(unsigned flags)
 {
@@ -72,7 +72,10 @@ static lkg_file *make_file(unsigned flags)
     if (!(flags & TF_NO_MODEL))
         lkg_w_str(w, "tokenizer.ggml.model", flags & TF_SPM ? "llama" : "gpt2");
     lkg_w_str(w, "tokenizer.ggml.pre",
-              flags & TF_GPT2 ? "gpt2" : flags & TF_UNKNOWN_PRE ? "mystery" : "llama-bpe");
+              flags & TF_GPT2          ? "gpt2"
+              : flags & TF_UNKNOWN_PRE ? "mystery"
+              : flags & TF_STARCODER   ? "starcoder"
+                                       : "llama-bpe");
     if (flags & TF_TOKENS_U32)
         lkg_w_u32(w, "tokenizer.ggml.tokens", 3);
     else if (!(flags & TF_NO_TOKENS))
@@ -86,7 +89,7 @@ static lkg_file *make_file(unsigned flags)
         for (int i = 0; i < 4; i++)
             enc[4 + i] = (uint8_t)(n >> 8 * i);
         for (uint32_t i = 0; i < n; i++)
-            enc[12 + 4 * i] = i == T_BOS || i == T_AB ? 3 : 1;
+            enc[12 + 4 * i] = i == T_BOS || i == T_AB ? 3 : i == T_YZ && (flags & TF_USER) ? 4 : 1;
         lkg_w_raw(w, "tokenizer.ggml.token_type", LKG_ARRAY, enc, 12 + 4 * n);
     }
     if (!(flags & TF_NO_BOS))
@@ -249,14 +252,56 @@ int main(void)
         free(s);
     }
 
-    /* An unknown pre-tokenizer falls back to Llama 3's (with a warning). */
+    /* A user-defined token (token_type 4) is found in the raw text first,
+     * as llama.cpp does: "xyz" merges x y first (and spells "xy" in bytes)
+     * as a normal token, but gives x and the token yz as a user-defined one. */
+    {
+        lkg_file *u = make_file(TF_USER), *p = make_file(TF_OK);
+        bn_tokenizer *tu = NULL, *tp = NULL;
+        int32_t *a = NULL, *b = NULL;
+        int64_t na = 0, nb = 0;
+        int good = !bn_tok_load(u, &tu, err, sizeof err) && !bn_tok_load(p, &tp, err, sizeof err) &&
+                   !bn_tok_encode(tu, "yzxyz", 5, 0, &a, &na, err, sizeof err) &&
+                   !bn_tok_encode(tp, "yzxyz", 5, 0, &b, &nb, err, sizeof err);
+        ok(good && na == 3 && a[0] == T_YZ && a[1] == 'x' && a[2] == T_YZ,
+           "a user-defined token is split out of the text before the pre-tokenizer");
+        ok(good && nb == 4 && b[0] == T_YZ && b[1] == 'x' && b[2] == 'y' && b[3] == 'z',
+           "the same token as a normal one is left to the merges");
+        free(a), free(b);
+        bn_tok_free(tu), bn_tok_free(tp);
+        lkg_close(u), lkg_close(p);
+    }
+
+    /* StarCoder's pre-tokenizer (llama.cpp: \p{N} first, then GPT-2's):
+     * every digit alone, so "12" never merges as it does under GPT-2's. */
+    {
+        lkg_file *sc = make_file(TF_STARCODER), *g2 = make_file(TF_GPT2);
+        bn_tokenizer *ts = NULL, *tg2 = NULL;
+        int32_t *a = NULL, *b = NULL;
+        int64_t na = 0, nb = 0;
+        int good = !bn_tok_load(sc, &ts, err, sizeof err) && !bn_tok_load(g2, &tg2, err, sizeof err) &&
+                   !bn_tok_encode(ts, "x12", 3, 0, &a, &na, err, sizeof err) &&
+                   !bn_tok_encode(tg2, "x12", 3, 0, &b, &nb, err, sizeof err);
+        ok(good && !strcmp(bn_tok_pre(ts), "starcoder") && na == 3 && a[0] == 'x' && a[1] == '1' &&
+               a[2] == '2',
+           "starcoder: x12 is x, 1, 2 (%s)", good ? "ok" : err);
+        ok(good && nb == 2 && b[0] == 'x' && b[1] == T_12, "gpt2: x12 is x, 12");
+        free(a), free(b);
+        bn_tok_free(ts), bn_tok_free(tg2);
+        lkg_close(sc), lkg_close(g2);
+    }
+
+    /* An unknown pre-tokenizer is refused with its name, never replaced. */
     {
         lkg_file *u = make_file(TF_UNKNOWN_PRE);
         bn_tokenizer *tu = NULL;
-        ok(!bn_tok_load(u, &tu, err, sizeof err) && !strcmp(bn_tok_pre(tu), "llama3"),
-           "an unknown tokenizer.ggml.pre falls back to llama3");
+        ok(bn_tok_load(u, &tu, err, sizeof err) != 0 && tu == NULL && strstr(err, "\"mystery\""),
+           "an unknown tokenizer.ggml.pre is refused with its name (%s)", err);
         bn_tok_free(tu);
         lkg_close(u);
+        ok(bn_tok_pre_known("gpt-2") && bn_tok_pre_known("llama-bpe") && bn_tok_pre_known("qwen2") &&
+               !bn_tok_pre_known("default") && !bn_tok_pre_known("mystery"),
+           "llama.cpp's names gpt-2, llama-bpe, qwen2 are known; default and others are not");
     }
 
     expect_error(TF_SPM, "a SentencePiece vocabulary", "\"llama\"");

@@ -53,8 +53,8 @@ static void usage(FILE *f)
             "                    not emulated)\n"
             "  --all             every device, emulated ones (SIMDe, slow) included\n"
             "  --threads N       CPU threads per device (default: the device's)\n"
-            "  --rope MODE       neox or interleaved (default: neox built in, interleaved\n"
-            "                    for GGUF files, as llama.cpp)\n"
+            "  --rope MODE       neox or interleaved (default: neox built in; for GGUF\n"
+            "                    files, the file's architecture's, docs/demo.md)\n"
             "  --write-gguf FILE write the model to FILE (with --gguf-type tq1_0, tq2_0 or\n"
             "                    i2_s, default i2_s) and exit\n"
             "  --no-prepare      run the plain ops on the weights as stored, not prepared\n"
@@ -350,12 +350,12 @@ int lk_cmd_demo(int argc, char **argv)
 
     printf("lockstep demo: BitNet b1.58, %s\n"
            "  %lld layers, hidden %lld, %lld heads / %lld KV heads of %lld, FFN %lld, vocab %lld, "
-           "theta %g, %s RoPE\n"
+           "theta %g, %s RoPE, %s FFN\n"
            "  prompt of %lld tokens, %ld decode steps, batch sizes",
            what, (long long)c->n_layer, (long long)c->dim, (long long)c->n_head,
            (long long)c->n_kv, (long long)c->head_dim, (long long)c->ffn, (long long)c->vocab,
            (double)c->theta, c->rope_flags == LK_ROPE_NEOX ? "neox" : "interleaved",
-           (long long)T, steps);
+           w.ffn_act == LK_UNARY_SILU ? "silu-gated" : "relu^2-gated", (long long)T, steps);
     for (int i = 0; i < nbatch; i++)
         printf("%s%ld", i ? ", " : " ", batches[i]);
     printf("; %d devices\n\n", ndev);

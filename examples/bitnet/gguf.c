@@ -363,8 +363,13 @@ static int parse(lkg_file *f, char *err, size_t errlen)
             return -1;
     }
 
-    /* The data section starts at the next multiple of the alignment. */
+    /* The data section starts at the next multiple of the alignment.  A
+     * file without tensors (llama.cpp's vocabulary-only files) has no data
+     * section, and its writers leave the padding out: it ends with the
+     * metadata, and llama.cpp reads it. */
     uint64_t pad = (f->alignment - c.pos % f->alignment) % f->alignment;
+    if (nt == 0 && c.pos + pad > f->size)
+        pad = 0;
     if (!add_ok(c.pos, pad, &f->data_offset) || f->data_offset > f->size)
         return lkg_fail(err, errlen, "truncated file: the data section would start at %llu, past "
                     "the end (%zu bytes)", (unsigned long long)(c.pos + pad), f->size);

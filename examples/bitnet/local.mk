@@ -4,6 +4,8 @@
 # would compile it (public headers only, no internal defines).
 noinst_LTLIBRARIES += examples/bitnet/libbitnet.la
 examples_bitnet_libbitnet_la_SOURCES = \
+	examples/bitnet/arch.h \
+	examples/bitnet/arch.c \
 	examples/bitnet/gguf.h \
 	examples/bitnet/gguf.c \
 	examples/bitnet/gguf_write.c \
@@ -38,6 +40,22 @@ tests_test_gguf_hparams_LDADD = examples/bitnet/libbitnet.la liblockstep.la -lm
 check_PROGRAMS += tests/test_tokenizer
 TESTS += tests/test_tokenizer
 tests_test_tokenizer_LDADD = examples/bitnet/libbitnet.la liblockstep.la
+
+# The prompt encoder against llama.cpp's tokenizer test vectors (its
+# vocabulary-only GGUF files, fetched by scripts/get-peers.sh; a SKIP
+# without them).
+check_PROGRAMS += tests/test_tokenizer_vectors
+TESTS += tests/test_tokenizer_vectors
+tests_test_tokenizer_vectors_LDADD = examples/bitnet/libbitnet.la liblockstep.la
+
+# The demo model against llama.cpp on GGUF files of each architecture:
+# top-k ids and the largest logit difference, through a small driver of
+# llama.cpp's library that scripts/get-peers.sh builds outside the tree
+# (a SKIP without it).
+check_PROGRAMS += tests/test_llama_fidelity
+TESTS += tests/test_llama_fidelity
+tests_test_llama_fidelity_LDADD = examples/bitnet/libbitnet.la liblockstep.la -lm
+EXTRA_DIST += tests/peers/llama_logits.c
 
 # The demo model on every device, bit for bit, batch 1 against batch 4, and
 # through GGUF files of each ternary type.

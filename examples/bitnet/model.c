@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "model.h"
 
 
@@ -289,9 +290,15 @@ int bn_weights_from_gguf(bn_weights *w, const lkg_file *f, int i2s_block, int64_
     if (lkg_find_tensor(f, name))
         return lkg_fail(err, errlen, "metadata '%s.block_count' = %lld, but the file holds %s",
                         arch, (long long)c.n_layer, name);
-    /* llama.cpp runs the llama and bitnet architectures in its "normal"
-     * rope mode, which pairs (2i, 2i + 1). */
-    c.rope_flags = LK_ROPE_INTERLEAVED;
+    /* the RoPE pairing and FFN activation of the engine that writes this
+     * architecture (arch.h) */
+    const bn_arch *ar = bn_arch_find(arch);
+    if (!ar)
+        return lkg_fail(err, errlen, "general.architecture '%s' is not one this model runs "
+                        "(%s)", arch, bn_arch_names());
+    if (bn_arch_check(f, ar, err, errlen))
+        return -1;
+    c.rope_flags = ar->rope_flags;
     const lkg_tensor *te = lkg_find_tensor(f, "token_embd.weight");
     if (!te)
         return lkg_fail(err, errlen, "tensor 'token_embd.weight' is missing");
@@ -307,6 +314,7 @@ int bn_weights_from_gguf(bn_weights *w, const lkg_file *f, int i2s_block, int64_
                         tk->value.type == LKG_ARRAY ? (unsigned long long)tk->value.v.arr.count : 0ull,
                         (long long)c.vocab);
     w->cfg = c;
+    w->ffn_act = ar->ffn_act, w->arch = ar->name;
     w->layers = calloc((size_t)c.n_layer, sizeof *w->layers);
     w->embd = malloc((size_t)(c.vocab * c.dim) * 2);
     w->out_norm = malloc((size_t)c.dim * 4);
@@ -460,7 +468,7 @@ int bn_weights_to_gguf(const bn_weights *w, uint32_t ttype, uint8_t **data, size
                        char *err, size_t errlen)
 {
     const bn_config *c = &w->cfg;
-    const char *arch = "bitnet-b1.58";
+    const char *arch = w->arch ? w->arch : "bitnet-b1.58";
     char key[128], name[96];
     lkg_writer *wr = lkg_writer_new(32);
     int rc = 0;
@@ -561,6 +569,7 @@ struct bn_model {
     lk_queue *q;
     int host;
     bn_config c;
+    int ffn_act; /* bn_weights.ffn_act, 0 taken as LK_UNARY_RELU2 */
     int64_t max_b, max_t;
     void **allocs;
     int nalloc, capalloc;
@@ -725,6 +734,8 @@ static int layers_op_setup(bn_model *m)
     for (int64_t l = 0; l < c->n_layer; l++)
         if (!m->L[l].qkv.prep || !m->L[l].t[3].prep || !m->L[l].gu.prep || !m->L[l].t[6].prep)
             return 0;
+    if (m->ffn_act != LK_UNARY_RELU2)
+        return 0; /* lk_bitnet_decode gates with relu^2 only */
     const lk_bitnet_config bc = bitnet_config(c);
     m->scratch_bytes = lk_bitnet_decode_scratch(&bc, m->max_b);
     m->bl = calloc((size_t)c->n_layer, sizeof *m->bl);
@@ -762,6 +773,7 @@ int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t ma
         return lkg_fail(err, errlen, "out of memory");
     m->dev = dev;
     m->c = w->cfg;
+    m->ffn_act = w->ffn_act ? w->ffn_act : LK_UNARY_RELU2;
     m->max_b = max_batch;
     m->max_t = max_tokens;
     m->flags = flags;
@@ -970,7 +982,8 @@ static int layer_back(bn_model *m, bn_acts *a, int64_t l, int64_t cache_len, cha
 
     if (bitlinear(m, &a->x, &fn, a->M, &D->gu, 2 * c->ffn, &a->gu, 0, err, errlen))
         return -1;
-    TRY(lk_glu(m->q, LK_UNARY_RELU2, &a->gv, &a->uv, &a->g)); /* relu(gate)^2 * up */
+    TRY(lk_glu(m->q, (lk_unary_op)m->ffn_act, &a->gv, &a->uv, &a->g)); /* relu(gate)^2 * up,
+                                                                         or silu(gate) * up */
     if (bitlinear(m, &a->g, &fsn, a->M, &D->t[6], c->dim, &a->x, LK_GEMM_ACCUMULATE, err,
                   errlen))
         return -1;

@@ -7,7 +7,7 @@
  *   a = attention(q, cache)             causal, grouped KV heads
  *   x = h + BitLinear_o(rmsnorm(a, attn_sub_norm))
  *   h = x;  x = rmsnorm(x, ffn_norm)
- *   f = relu(gate(x))^2 * up(x)
+ *   f = relu(gate(x))^2 * up(x)         (silu(gate(x)) * up(x): bn_weights.ffn_act)
  *   x = h + BitLinear_down(rmsnorm(f, ffn_sub_norm))
  * then rmsnorm(x, output_norm), logits = x . E^T with the bf16 token
  * embedding E (tied LM head) and greedy argmax.  BitLinear(x) is
@@ -54,13 +54,18 @@ typedef struct bn_weights {
     uint16_t *lm_head; /* vocab x dim bf16, or NULL: tied to embd */
     float *out_norm;
     bn_layer_w *layers;
+    /* how the file's architecture runs them (arch.h); 0 and NULL for
+     * generated weights: relu^2 and "bitnet-b1.58" */
+    int ffn_act;      /* the FFN gate's lk_unary_op: LK_UNARY_RELU2 or LK_UNARY_SILU */
+    const char *arch; /* general.architecture bn_weights_to_gguf writes */
 } bn_weights;
 
 /* Weights drawn from a fixed seed (ternary codes uniform over -1, 0, +1,
  * one f16-exact scale per tensor; norms near 1; embedding uniform). */
 int bn_weights_generate(bn_weights *w, const bn_config *cfg, uint64_t seed, char *err,
                         size_t errlen);
-/* Weights from a GGUF file (llama.cpp / bitnet.cpp tensor names).  Ternary
+/* Weights from a GGUF file (llama.cpp / bitnet.cpp tensor names); the RoPE
+ * pairing and FFN activation are those of the file's architecture (arch.h).  Ternary
  * projections may be TQ1_0, TQ2_0, I2_S (i2s_block 128 or 64), or float
  * tensors holding exactly {-s, 0, +s}. */
 int bn_weights_from_gguf(bn_weights *w, const lkg_file *f, int i2s_block, int64_t max_ctx,

@@ -5,9 +5,12 @@
 
 #include "tokenizer.h"
 
-#define TOK_CONTROL 3 /* llama.cpp's LLAMA_TOKEN_TYPE_CONTROL */
+#define TOK_CONTROL 3      /* llama.cpp's LLAMA_TOKEN_TYPE_CONTROL */
+#define TOK_USER_DEFINED 4 /* LLAMA_TOKEN_TYPE_USER_DEFINED */
 
-enum { PRE_LLAMA3, PRE_GPT2 };
+/* PRE_DIGITS: every \p{N} a piece of its own, then GPT-2's regex on the
+ * text between (llama.cpp's two regexes for StarCoder and the like) */
+enum { PRE_LLAMA3, PRE_GPT2, PRE_QWEN2, PRE_DIGITS };
 
 struct bn_tokenizer {
     int64_t n;          /* tokens */
@@ -23,7 +26,12 @@ struct bn_tokenizer {
     int32_t *mrank, *mres;
     uint64_t mmask;
     int32_t byte_tok[256]; /* the token of each byte's GPT-2 code point, -1 none */
+    /* user-defined tokens (token_type 4), longest first: matched in the raw
+     * text before anything else, as llama.cpp's tokenizer_st_partition */
+    int32_t *user;
+    int64_t nuser;
     int pre, add_bos;
+    int ignore_merges;  /* a piece that is a token as a whole is that token */
     int64_t bos;        /* -1 when the file names none */
 };
 
@@ -122,12 +130,46 @@ void bn_tok_free(bn_tokenizer *t)
     free(t->mkey);
     free(t->mrank);
     free(t->mres);
+    free(t->user);
     free(t);
 }
 
 const char *bn_tok_pre(const bn_tokenizer *t)
 {
-    return t->pre == PRE_GPT2 ? "gpt2" : "llama3";
+    return t->pre == PRE_GPT2     ? "gpt2"
+           : t->pre == PRE_QWEN2  ? "qwen2"
+           : t->pre == PRE_DIGITS ? "starcoder"
+                                  : "llama3";
+}
+
+/* The tokenizer.ggml.pre names llama.cpp (llama-vocab.cpp) gives one of
+ * the regex sets this encoder implements, with its ignore_merges flag;
+ * "gpt2" is this encoder's own alias.  llama.cpp's other names split
+ * with regexes not implemented here and are refused. */
+static const struct pre_name {
+    const char *name;
+    int pre, ignore_merges;
+} pre_names[] = {
+    {"llama3", PRE_LLAMA3, 1},      {"llama-v3", PRE_LLAMA3, 1},   {"llama-bpe", PRE_LLAMA3, 1},
+    {"falcon3", PRE_LLAMA3, 1},     {"falcon-h1", PRE_LLAMA3, 1},  {"pixtral", PRE_LLAMA3, 1},
+    {"midm-2.0", PRE_LLAMA3, 1},    {"lfm2", PRE_LLAMA3, 1},       {"jina-v5-nano", PRE_LLAMA3, 1},
+    {"gpt-2", PRE_GPT2, 0},         {"gpt2", PRE_GPT2, 0},         {"phi-2", PRE_GPT2, 0},
+    {"jina-es", PRE_GPT2, 0},       {"jina-de", PRE_GPT2, 0},      {"gigachat", PRE_GPT2, 0},
+    {"jina-v2-es", PRE_GPT2, 0},    {"jina-v2-de", PRE_GPT2, 0},   {"a.x-4.0", PRE_GPT2, 0},
+    {"mellum", PRE_GPT2, 0},        {"modern-bert", PRE_GPT2, 0},  {"mpt", PRE_GPT2, 0},
+    {"olmo", PRE_GPT2, 0},          {"qwen2", PRE_QWEN2, 0},       {"deepseek-r1-qwen", PRE_QWEN2, 0},
+    {"kormo", PRE_QWEN2, 0},        {"f2llmv2", PRE_QWEN2, 0},     {"starcoder", PRE_DIGITS, 0},
+    {"refact", PRE_DIGITS, 0},      {"command-r", PRE_DIGITS, 0},  {"smollm", PRE_DIGITS, 0},
+    {"codeshell", PRE_DIGITS, 0},   {"exaone", PRE_DIGITS, 0},     {"minerva-7b", PRE_DIGITS, 0},
+    {"mellum2", PRE_DIGITS, 0},
+};
+
+int bn_tok_pre_known(const char *name)
+{
+    for (size_t i = 0; i < sizeof pre_names / sizeof *pre_names; i++)
+        if (!strcmp(pre_names[i].name, name))
+            return 1;
+    return 0;
 }
 
 static uint64_t pow2_above(uint64_t n)
@@ -217,6 +259,30 @@ int bn_tok_load(const lkg_file *f, bn_tokenizer **out, char *err, size_t errlen)
         }
         for (uint64_t i = 0; i < n; i++)
             t->control[i] = rd_le(v->v.arr.raw + 4 * i, 4) == TOK_CONTROL;
+        for (uint64_t i = 0; i < n; i++)
+            t->nuser += rd_le(v->v.arr.raw + 4 * i, 4) == TOK_USER_DEFINED;
+        if (t->nuser && !(t->user = malloc((size_t)t->nuser * sizeof *t->user))) {
+            bn_tok_free(t);
+            return lkg_fail(err, errlen, "out of memory");
+        }
+        int64_t k = 0;
+        for (uint64_t i = 0; i < n; i++)
+            if (rd_le(v->v.arr.raw + 4 * i, 4) == TOK_USER_DEFINED && t->off[i + 1] > t->off[i])
+                t->user[k++] = (int32_t)i;
+        t->nuser = k;
+        /* longest first, then by id (llama.cpp sorts by length alone) */
+        for (int64_t a = 1; a < k; a++) {
+            int32_t id = t->user[a];
+            uint64_t l = t->off[id + 1] - t->off[id];
+            int64_t b = a;
+            for (; b > 0; b--) {
+                int32_t o = t->user[b - 1];
+                if (t->off[o + 1] - t->off[o] >= l)
+                    break;
+                t->user[b] = o;
+            }
+            t->user[b] = id;
+        }
     }
 
     p = merges->v.arr.raw;
@@ -266,13 +332,29 @@ int bn_tok_load(const lkg_file *f, bn_tokenizer **out, char *err, size_t errlen)
         t->byte_tok[b] = (int32_t)find_tok(t, u, (size_t)k);
     }
 
+    /* Without the key, Llama 3's (llama.cpp would take its "default"
+     * regexes, not implemented here): said on stderr, as llama.cpp warns. */
     t->pre = PRE_LLAMA3;
-    if (!lkg_get_str(f, "tokenizer.ggml.pre", pre, sizeof pre, NULL, 0)) {
-        if (!strcmp(pre, "gpt2") || !strcmp(pre, "default"))
-            t->pre = PRE_GPT2;
-        else if (strcmp(pre, "llama-bpe") && strcmp(pre, "llama3"))
-            fprintf(stderr, "lockstep: tokenizer.ggml.pre \"%s\" is unknown; using Llama 3's "
-                            "pre-tokenizer\n", pre);
+    t->ignore_merges = 1;
+    if (!lkg_find_kv(f, "tokenizer.ggml.pre")) {
+        fprintf(stderr, "lockstep: the file names no pre-tokenizer (tokenizer.ggml.pre); using "
+                        "Llama 3's\n");
+    } else {
+        size_t i = 0, np = sizeof pre_names / sizeof *pre_names;
+        if (lkg_get_str(f, "tokenizer.ggml.pre", pre, sizeof pre, err, errlen)) {
+            bn_tok_free(t);
+            return -1;
+        }
+        while (i < np && strcmp(pre_names[i].name, pre))
+            i++;
+        if (i == np) {
+            bn_tok_free(t);
+            return lkg_fail(err, errlen, "tokenizer.ggml.pre \"%s\" is not a pre-tokenizer this "
+                            "encoder implements (Llama 3's, GPT-2's, Qwen2's and StarCoder's: "
+                            "docs/demo.md lists their names); give token ids with --tokens", pre);
+        }
+        t->pre = pre_names[i].pre;
+        t->ignore_merges = pre_names[i].ignore_merges;
     }
     t->add_bos = t->pre == PRE_LLAMA3;
     const lkg_kv *ab = lkg_find_kv(f, "tokenizer.ggml.add_bos_token");
@@ -475,10 +557,11 @@ static size_t spaces_end(const cpinfo *c, size_t i, size_t n)
     return j < n && j - i > 1 ? j - 1 : j;
 }
 
-/* The end of the piece starting at i (i < n), Llama 3's rule:
+/* The end of the piece starting at i (i < n), Llama 3's rule (maxnum 3;
+ * Qwen2's is the same with \p{N} alone, maxnum 1):
  * (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
  *  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
-static size_t piece_llama3(const cpinfo *c, size_t i, size_t n)
+static size_t piece_llama3(const cpinfo *c, size_t i, size_t n, size_t maxnum)
 {
     size_t k;
     if (c[i].cls == C_INVALID)
@@ -491,7 +574,7 @@ static size_t piece_llama3(const cpinfo *c, size_t i, size_t n)
         return run(c, i + 1, n, C_LETTER);
     if (c[i].cls == C_NUMBER) {
         size_t j = i + 1;
-        while (j < n && j < i + 3 && c[j].cls == C_NUMBER)
+        while (j < n && j < i + maxnum && c[j].cls == C_NUMBER)
             j++;
         return j;
     }
@@ -633,6 +716,22 @@ static int bpe_piece(const bn_tokenizer *t, work *w, const uint8_t *b, size_t le
         w->cap = cap;
     }
     w->nheap = 0;
+    if (t->ignore_merges) {
+        /* the piece as a whole, in bytes_to_unicode form, is a token: that
+         * token, whatever the merges would give (llama.cpp's
+         * ignore_merges, HF's tokenizer.json "ignore_merges": true) */
+        char small[256], *u = len <= 128 ? small : malloc(2 * len);
+        size_t k = 0;
+        if (!u)
+            return lkg_fail(err, errlen, "out of memory");
+        for (size_t i = 0; i < len; i++)
+            k += (size_t)put_utf8(byte_cp(b[i]), u + k);
+        int64_t id = find_tok(t, u, k);
+        if (u != small)
+            free(u);
+        if (id >= 0 && !t->control[id])
+            return emit(w, (int32_t)id) ? lkg_fail(err, errlen, "out of memory") : 0;
+    }
     for (size_t i = 0; i < len; i++)
         w->s[i] = (sym){t->byte_tok[b[i]], (int32_t)i - 1, i + 1 < len ? (int32_t)i + 1 : -1,
                         (uint32_t)i, 1};
@@ -676,6 +775,108 @@ static int bpe_piece(const bn_tokenizer *t, work *w, const uint8_t *b, size_t le
     return 0;
 }
 
+/* The raw text b[0..len) without user-defined tokens: pre-tokenized and
+ * merged, appended to w->ids; c and at hold room for len entries. */
+static int encode_raw(const bn_tokenizer *t, work *w, const uint8_t *b, size_t len, cpinfo *c,
+                      size_t *at, char *err, size_t errlen)
+{
+    size_t ncp = 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        int k = utf8_dec(b + i, len - i, &cp);
+        at[ncp] = i;
+        if (k == 0) {
+            c[ncp++] = (cpinfo){b[i], C_INVALID};
+            i++;
+        } else {
+            c[ncp++] = (cpinfo){cp, (uint8_t)cp_class(cp)};
+            i += (size_t)k;
+        }
+    }
+    at[ncp] = len;
+    for (size_t i = 0, seg = ncp; i < ncp;) {
+        if (t->pre == PRE_DIGITS) {
+            /* the segment i is in: one number, or the run up to the next */
+            seg = i + 1;
+            if (c[i].cls != C_NUMBER)
+                while (seg < ncp && c[seg].cls != C_NUMBER)
+                    seg++;
+        }
+        size_t j = t->pre == PRE_GPT2 || t->pre == PRE_DIGITS ? piece_gpt2(c, i, seg)
+                   : t->pre == PRE_QWEN2                      ? piece_llama3(c, i, ncp, 1)
+                                                              : piece_llama3(c, i, ncp, 3);
+        if (j <= i)
+            j = i + 1; /* cannot happen; never loop */
+        if (bpe_piece(t, w, b + at[i], at[j] - at[i], err, errlen))
+            return -1;
+        i = j;
+    }
+    return 0;
+}
+
+/* The first occurrence of s[0..n) in b[from..to), or SIZE_MAX. */
+static size_t find_bytes(const uint8_t *b, size_t from, size_t to, const char *s, size_t n)
+{
+    for (size_t i = from; i + n <= to; i++)
+        if (b[i] == (uint8_t)s[0] && !memcmp(b + i, s, n))
+            return i;
+    return SIZE_MAX;
+}
+
+/* The text split at user-defined tokens: fragments (offset, length,
+ * token or -1 for raw text), each token's occurrences taken left to right
+ * in the raw fragments the longer tokens left, as llama.cpp. */
+typedef struct frag {
+    size_t off, len;
+    int32_t tok;
+} frag;
+
+static int partition(const bn_tokenizer *t, const uint8_t *b, size_t len, frag **out, size_t *nout)
+{
+    size_t n = 1, cap = 16;
+    frag *f = malloc(cap * sizeof *f);
+    if (!f)
+        return -1;
+    f[0] = (frag){0, len, -1};
+    for (int64_t u = 0; u < t->nuser; u++) {
+        const int32_t id = t->user[u];
+        const char *s = t->text + t->off[id];
+        const size_t sl = (size_t)(t->off[id + 1] - t->off[id]);
+        for (size_t i = 0; i < n; i++) {
+            if (f[i].tok >= 0)
+                continue;
+            size_t m = find_bytes(b, f[i].off, f[i].off + f[i].len, s, sl);
+            if (m == SIZE_MAX)
+                continue;
+            if (n + 2 > cap) {
+                frag *g = realloc(f, 2 * cap * sizeof *g);
+                if (!g) {
+                    free(f);
+                    return -1;
+                }
+                f = g;
+                cap *= 2;
+            }
+            /* [left] token [right]: the right part is looked at next */
+            const frag old = f[i];
+            const size_t left = m - old.off, right = old.off + old.len - (m + sl);
+            const size_t add = (left > 0) + (right > 0);
+            memmove(f + i + 1 + add, f + i + 1, (n - i - 1) * sizeof *f);
+            n += add;
+            size_t k = i;
+            if (left)
+                f[k++] = (frag){old.off, left, -1};
+            f[k++] = (frag){m, sl, id};
+            if (right)
+                f[k++] = (frag){m + sl, right, -1};
+            i = right ? k - 2 : k - 1;
+        }
+    }
+    *out = f;
+    *nout = n;
+    return 0;
+}
+
 int bn_tok_encode(const bn_tokenizer *t, const char *text, size_t len, int bos, int32_t **ids,
                   int64_t *n, char *err, size_t errlen)
 {
@@ -683,8 +884,10 @@ int bn_tok_encode(const bn_tokenizer *t, const char *text, size_t len, int bos, 
     work w = {0};
     cpinfo *c = malloc((len ? len : 1) * sizeof *c);
     size_t *at = malloc((len + 1) * sizeof *at);
+    frag *fr = NULL;
+    size_t nfr = 0;
     int rc = -1;
-    if (!c || !at) {
+    if (!c || !at || partition(t, b, len, &fr, &nfr)) {
         lkg_fail(err, errlen, "out of memory");
         goto out;
     }
@@ -700,27 +903,15 @@ int bn_tok_encode(const bn_tokenizer *t, const char *text, size_t len, int bos, 
             goto out;
         }
     }
-    size_t ncp = 0;
-    for (size_t i = 0; i < len;) {
-        uint32_t cp;
-        int k = utf8_dec(b + i, len - i, &cp);
-        at[ncp] = i;
-        if (k == 0) {
-            c[ncp++] = (cpinfo){b[i], C_INVALID};
-            i++;
-        } else {
-            c[ncp++] = (cpinfo){cp, (uint8_t)cp_class(cp)};
-            i += (size_t)k;
-        }
-    }
-    at[ncp] = len;
-    for (size_t i = 0; i < ncp;) {
-        size_t j = t->pre == PRE_GPT2 ? piece_gpt2(c, i, ncp) : piece_llama3(c, i, ncp);
-        if (j <= i)
-            j = i + 1; /* cannot happen; never loop */
-        if (bpe_piece(t, &w, b + at[i], at[j] - at[i], err, errlen))
+    for (size_t i = 0; i < nfr; i++) {
+        if (fr[i].tok >= 0) {
+            if (emit(&w, fr[i].tok)) {
+                lkg_fail(err, errlen, "out of memory");
+                goto out;
+            }
+        } else if (encode_raw(t, &w, b + fr[i].off, fr[i].len, c, at, err, errlen)) {
             goto out;
-        i = j;
+        }
     }
     rc = 0;
     *ids = w.ids;
@@ -729,6 +920,7 @@ int bn_tok_encode(const bn_tokenizer *t, const char *text, size_t len, int bos, 
 out:
     free(c);
     free(at);
+    free(fr);
     free(w.s);
     free(w.heap);
     free(w.ids);
