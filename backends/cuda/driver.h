@@ -115,6 +115,8 @@ int lk_cuda_tc_wgmma_loaded(const lk_cuda_device *dev);
 /* the transformer ops (rope.cu, attention.cu, embedding.cu) */
 lk_status lk_cuda_rope(void *queue, const lk_rope_args *a);
 lk_status lk_cuda_attention(void *queue, const lk_attention_args *a);
+lk_status lk_cuda_attention_paged(void *queue, const lk_attention_paged_args *a);
+lk_status lk_cuda_kv_write_paged(void *queue, const lk_kv_write_paged_args *a);
 lk_status lk_cuda_embedding(void *queue, const lk_embedding_args *a);
 /* lk_set_rows (set_rows.cu) */
 lk_status lk_cuda_set_rows(void *queue, const lk_set_rows_args *a);
