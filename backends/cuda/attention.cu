@@ -18,7 +18,8 @@
  *   - m_c, l_c and o_c go to the queue's workspace.
  * att_combine_kernel  one block per (query row, query head): m = maximum
  *   of the m_c; per column, in chunk order, l += l_c w_c and o += o_c w_c
- *   with w_c = exp(m_c - m); then o * (1 / l) at the store.
+ *   with w_c = exp(m_c - m) (a tile of weights at a time in shared memory,
+ *   32 loads of o_c in flight a thread); then o * (1 / l) at the store.
  *
  * A decode step at 4096 keys and 5 KV heads is 320 blocks of the first
  * kernel, at 32768 keys 2560: the whole GPU streams the cache, where one
@@ -259,10 +260,18 @@ __global__ void __launch_bounds__(ATT_THREADS) att_chunk_kernel(const att_geom g
     }
 }
 
-/* One block per (item, query head of its group): the chunks in order. */
+/* One block per (item, query head of its group): the chunks in order.
+ * The chain of additions is the contract's and serial; what is not is
+ * made parallel: the block computes a tile of weights w_c (-1 marks a
+ * skipped chunk: a weight is never negative) into shared memory, and each
+ * thread loads 32 chunks' o_c ahead of its 32 additions. */
+#define ATT_CT 1024 /* chunks a tile */
+#define ATT_CB 32   /* o_c loads in flight a thread */
+
 __global__ void __launch_bounds__(ATT_THREADS) att_combine_kernel(const att_geom g)
 {
     __shared__ unsigned redk[ATT_THREADS / 32];
+    __shared__ float wsm[ATT_CT], lsm[ATT_CT];
     lk_pdl_wait(); /* the chunk kernel's states */
     lk_pdl_trigger();
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, hd = g.hd;
@@ -293,18 +302,38 @@ __global__ void __launch_bounds__(ATT_THREADS) att_combine_kernel(const att_geom
     for (int i = 0; i < ATT_THREADS / 32; i++)
         mk = max(mk, redk[i]);
     const float m = lk_order_key_value(mk);
-    for (int d = tid; d < hd; d += ATT_THREADS) {
+    for (int d0 = 0; d0 < hd; d0 += ATT_THREADS) {
+        const int d = d0 + tid;
         float l = -0.0f, o = -0.0f;
-        for (int c = 0; c < nc; c++) {
-            const float mc = m_c[c];
-            if (mc == -INFINITY && m != -INFINITY)
-                continue; /* every score of the chunk -Inf */
-            const float wc = lk_cu_exp(__fsub_rn(mc, m));
-            l = __fadd_rn(l, __fmul_rn(l_c[c], wc));
-            o = __fadd_rn(o, __fmul_rn(o_c[(int64_t)c * hd + d], wc));
+        for (int c0 = 0; c0 < nc; c0 += ATT_CT) {
+            const int cn = nc - c0 < ATT_CT ? nc - c0 : ATT_CT;
+            __syncthreads(); /* the previous tile's reads */
+            for (int i = tid; i < cn; i += ATT_THREADS) {
+                const float mc = m_c[c0 + i];
+                wsm[i] = mc == -INFINITY && m != -INFINITY ? -1.0f
+                                                           : lk_cu_exp(__fsub_rn(mc, m));
+                lsm[i] = l_c[c0 + i];
+            }
+            __syncthreads();
+            for (int i0 = 0; i0 < cn; i0 += ATT_CB) {
+                float ov[ATT_CB];
+#pragma unroll
+                for (int u = 0; u < ATT_CB; u++)
+                    ov[u] = d < hd && i0 + u < cn ? o_c[(int64_t)(c0 + i0 + u) * hd + d] : 0.0f;
+#pragma unroll
+                for (int u = 0; u < ATT_CB; u++) {
+                    if (i0 + u >= cn)
+                        break;
+                    const float wc = wsm[i0 + u];
+                    if (wc < 0.0f)
+                        continue; /* every score of the chunk -Inf */
+                    l = __fadd_rn(l, __fmul_rn(lsm[i0 + u], wc));
+                    o = __fadd_rn(o, __fmul_rn(ov[u], wc));
+                }
+            }
         }
-        const float rl = __fdiv_rn(1.0f, l);
-        lk_md_store(g.y, g.ydt, yi + d, __fmul_rn(o, rl));
+        if (d < hd)
+            lk_md_store(g.y, g.ydt, yi + d, __fmul_rn(o, __fdiv_rn(1.0f, l)));
     }
 }
 
