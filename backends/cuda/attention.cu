@@ -170,6 +170,19 @@ __global__ void __launch_bounds__(ATT_THREADS) att_chunk_kernel(const att_geom g
     }
     const TK *kbase = (const TK *)g.k;
     const TV *vbase = (const TV *)g.v;
+    __syncthreads(); /* krow, vrow */
+    /* every 128-byte line of the chunk's keys and values asked of L2 at
+     * once: the loads below then wait on L2, not on one HBM round trip
+     * per batch (a block's 64 KB in flight from its start) */
+    {
+        const int kl = (int)((hd * sizeof(TK) + 127) / 128), vl = (int)((hd * sizeof(TV) + 127) / 128);
+        for (int i = tid; i < len * (kl + vl); i += ATT_THREADS) {
+            const int jj = i / (kl + vl), ln = i % (kl + vl);
+            const char *p = ln < kl ? (const char *)(kbase + krow[jj]) + ln * 128
+                                    : (const char *)(vbase + vrow[jj]) + (ln - kl) * 128;
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+        }
+    }
     float *wsi = g.ws + (item - g.item0) * (int64_t)g.G * g.nc * (hd + 2);
     float *ws_m = wsi + (int64_t)g.G * g.nc * hd, *ws_l = ws_m + (int64_t)g.G * g.nc;
 
@@ -233,13 +246,13 @@ __global__ void __launch_bounds__(ATT_THREADS) att_chunk_kernel(const att_geom g
             for (int h = 0; h < ATT_HB; h++)
                 acc[h] = 0.0f;
             int jj = 0;
-            for (; jj + 8 <= len; jj += 8) {
-                float vv[8];
+            for (; jj + 16 <= len; jj += 16) {
+                float vv[16];
 #pragma unroll
-                for (int u = 0; u < 8; u++)
+                for (int u = 0; u < 16; u++)
                     vv[u] = lk_elem<DV>::load(vbase + vrow[jj + u], d);
 #pragma unroll
-                for (int u = 0; u < 8; u++)
+                for (int u = 0; u < 16; u++)
 #pragma unroll
                     for (int h = 0; h < ATT_HB; h++)
                         if (h < nh)
