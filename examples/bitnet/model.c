@@ -1556,6 +1556,14 @@ int bn_model_forward_kept(bn_model *m, int64_t B, int64_t T, int64_t pos0, const
     return forward(m, B, T, pos0, ids, NULL, slot, next, err, errlen);
 }
 
+int bn_model_step_kept(bn_model *m, int64_t n, const bn_entry *e, int64_t slot, int32_t *next,
+                       char *err, size_t errlen)
+{
+    if (kept_slot_ok(m, "bn_model_step_kept", slot, n, err, errlen))
+        return -1;
+    return run(m, n, e, NULL, slot, next, err, errlen);
+}
+
 int bn_model_kept(bn_model *m, int64_t slot, int64_t B, float *logits, char *err, size_t errlen)
 {
     if (kept_slot_ok(m, "bn_model_kept", slot, B, err, errlen))

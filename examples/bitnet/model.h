@@ -165,6 +165,10 @@ typedef struct bn_entry {
  * changed. */
 int bn_model_step(bn_model *m, int64_t n, const bn_entry *e, float *logits, int32_t *next,
                   char *err, size_t errlen);
+/* bn_model_step with the logits kept in slot s (bn_model_keep; read them
+ * with bn_model_kept, n entries). */
+int bn_model_step_kept(bn_model *m, int64_t n, const bn_entry *e, int64_t slot, int32_t *next,
+                       char *err, size_t errlen);
 /* Positions sequence s holds (0 for a new one). */
 int64_t bn_seq_len(const bn_model *m, int64_t s);
 /* Sequence s forgets everything from position n on (0: all), giving back
