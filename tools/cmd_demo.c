@@ -506,9 +506,9 @@ int lk_cmd_demo(int argc, char **argv)
     const int64_t ptok = chunk && chunk < T ? chunk : T; /* prefill tokens per call */
     const int64_t maxs = nrag > maxb ? nrag : maxb;
     int32_t *prompt = malloc((size_t)(maxb * T) * sizeof *prompt);
-    int32_t *piece = malloc((size_t)(maxb * ptok) * sizeof *piece);
+    int32_t *chunk_ids = malloc((size_t)(maxb * ptok) * sizeof *chunk_ids);
     float *logits = malloc((size_t)(maxs * c->vocab) * sizeof *logits);
-    if (!prompt || !piece || !logits) {
+    if (!prompt || !chunk_ids || !logits) {
         fprintf(stderr, "lockstep demo: out of memory\n");
         return 1;
     }
@@ -626,9 +626,9 @@ int lk_cmd_demo(int argc, char **argv)
                 /* the prompt, or its next chunk, of every sequence */
                 const int64_t n = T - p0 < ptok ? T - p0 : ptok;
                 for (int64_t b = 0; b < B; b++)
-                    memcpy(piece + b * n, prompt + b * T + p0, (size_t)n * sizeof *piece);
-                bad = keep ? bn_model_forward_kept(m, B, n, p0, piece, 0, next, err, sizeof err)
-                           : bn_model_forward(m, B, n, p0, piece, logits, next, err, sizeof err);
+                    memcpy(chunk_ids + b * n, prompt + b * T + p0, (size_t)n * sizeof *chunk_ids);
+                bad = keep ? bn_model_forward_kept(m, B, n, p0, chunk_ids, 0, next, err, sizeof err)
+                           : bn_model_forward(m, B, n, p0, chunk_ids, logits, next, err, sizeof err);
             }
             double t1 = now();
             r->prefill_tps[bi] = (double)(B * T) / (t1 - t0);
@@ -858,7 +858,7 @@ int lk_cmd_demo(int argc, char **argv)
         free(res[di].hash);
     free(res);
     free(prompt);
-    free(piece);
+    free(chunk_ids);
     free(logits);
     bn_weights_free(&w);
     lkg_close(vocab);
