@@ -22,6 +22,7 @@ liblockstep_la_SOURCES += \
 	core/ops_quant.c \
 	core/ops_intgemm.c \
 	core/ops_model.c \
+	core/ops_paged.c \
 	core/weights.c \
 	core/ops_bitnet.c \
 	core/graph.c

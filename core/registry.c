@@ -10,6 +10,7 @@
 
 #include <dlfcn.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,7 +145,9 @@ static lk_status lk_open_device(lk_context *ctx, lk_driver_slot *s, int i)
     const char *why = NULL;
     lk_device_props p;
     memset(&p, 0, sizeof p);
-    if (!iface || iface->struct_size < sizeof(lk_device_iface)) {
+    /* members from attention_paged on are optional: a smaller struct_size
+     * reads as NULL there (core/ops_paged.c) */
+    if (!iface || iface->struct_size < offsetof(lk_device_iface, attention_paged)) {
         why = "its lk_device_iface is older than this driver ABI";
     } else if (!iface->props) {
         why = "it has no props function";

@@ -111,6 +111,7 @@ static void lk_cpu_add(lk_cpu_state *s, const char *name, lk_cpu_isa isa, int em
     d->iface.queue_destroy = lk_cpu_queue_destroy;
     d->iface.queue_sync = lk_cpu_queue_sync;
     lk_cpu_variant_kernels(isa, emulated, &d->iface.kernels);
+    lk_cpu_variant_paged(isa, emulated, &d->iface);
     d->iface.kernels.bitnet_decode = lk_cpu_bitnet_decode;
     d->isa = isa;
     d->emulated = emulated;

@@ -295,6 +295,36 @@ lk_status lk_cpu_ref_attention(void *q, const lk_attention_args *a)
     return (lk_status)__atomic_load_n(&c.failed, __ATOMIC_RELAXED);
 }
 
+/* Paged attention: threads over query rows. */
+typedef struct {
+    const lk_attention_paged_args *a;
+    int failed;
+} paged_ctx;
+
+static void paged_items(void *p, int64_t i0, int64_t i1, int tid)
+{
+    paged_ctx *c = p;
+    (void)tid;
+    lk_status st = lk_ref_attention_paged_rows(c->a, i0, i1);
+    if (st != LK_OK)
+        __atomic_store_n(&c->failed, (int)st, __ATOMIC_RELAXED);
+}
+
+lk_status lk_cpu_ref_attention_paged(void *q, const lk_attention_paged_args *a)
+{
+    paged_ctx c = {a, 0};
+    double work = 4.0 * (double)a->rows * (double)a->n_head * (double)a->head_dim * 1024.0;
+    lk_cpu_for(lk_cpu_threads_for((const lk_cpu_queue *)q, work, a->rows), a->rows,
+               paged_items, &c);
+    return (lk_status)__atomic_load_n(&c.failed, __ATOMIC_RELAXED);
+}
+
+lk_status lk_cpu_ref_kv_write_paged(void *q, const lk_kv_write_paged_args *a)
+{
+    (void)q;
+    return lk_ref_kv_write_paged(a);
+}
+
 void lk_cpu_ref_kernels(lk_kernels *k)
 {
     k->gemm = ref_gemm;

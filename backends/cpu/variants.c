@@ -27,6 +27,7 @@
     lk_status p##ternary_gemm(void *, const lk_qgemm_args *);              \
     lk_status p##int8_gemm(void *, const lk_qgemm_args *);              \
     lk_status p##attention(void *, const lk_attention_args *);             \
+    lk_status p##attention_paged(void *, const lk_attention_paged_args *); \
     lk_status p##rmsnorm_quantize(void *, const lk_norm_quant_args *);     \
     lk_status p##glu(void *, const lk_glu_args *);
 
@@ -214,6 +215,61 @@ void lk_cpu_variant_kernels(lk_cpu_isa isa, int emulated, lk_kernels *k)
         LK_CPU_FILL_WEIGHTS(k, lk_cpu_neon_);
         LK_CPU_FILL_VNNI(k, lk_cpu_neon_dotprod_);
         k->ternary_linear = lk_cpu_neon_dotprod_ternary_linear;
+        break;
+#endif
+    default:
+        break;
+    }
+}
+
+void lk_cpu_variant_paged(lk_cpu_isa isa, int emulated, lk_device_iface *iface)
+{
+    iface->attention_paged = lk_cpu_ref_attention_paged;
+    iface->kv_write_paged = lk_cpu_ref_kv_write_paged;
+    if (emulated) {
+#ifdef LK_EMULATED_ISA
+        switch (isa) {
+        case LK_CPU_ISA_AVX2:
+        case LK_CPU_ISA_AVX_VNNI:
+            iface->attention_paged = lk_cpu_avx2_simde_attention_paged;
+            break;
+        case LK_CPU_ISA_AVX512_VNNI:
+            iface->attention_paged = lk_cpu_avx512_simde_attention_paged;
+            break;
+        case LK_CPU_ISA_NEON:
+        case LK_CPU_ISA_NEON_DOTPROD:
+            iface->attention_paged = lk_cpu_neon_simde_attention_paged;
+            break;
+        default:
+            break;
+        }
+#endif
+        return;
+    }
+    switch (isa) {
+#ifdef LK_HAVE_ISA_AVX2
+    case LK_CPU_ISA_AVX2:
+        iface->attention_paged = lk_cpu_avx2_attention_paged;
+        break;
+#endif
+#ifdef LK_HAVE_ISA_AVX_VNNI
+    case LK_CPU_ISA_AVX_VNNI:
+        iface->attention_paged = lk_cpu_avx2_attention_paged;
+        break;
+#endif
+#ifdef LK_HAVE_ISA_AVX512
+    case LK_CPU_ISA_AVX512_VNNI:
+        iface->attention_paged = lk_cpu_avx512_attention_paged;
+        break;
+#endif
+#ifdef LK_HAVE_ISA_NEON
+    case LK_CPU_ISA_NEON:
+        iface->attention_paged = lk_cpu_neon_attention_paged;
+        break;
+#endif
+#ifdef LK_HAVE_ISA_NEON_DOTPROD
+    case LK_CPU_ISA_NEON_DOTPROD:
+        iface->attention_paged = lk_cpu_neon_attention_paged;
         break;
 #endif
     default:

@@ -21,5 +21,10 @@ void lk_cpu_ref_kernels(lk_kernels *k);
 
 /* The threaded reference attention: the vector kernels' fallback. */
 lk_status lk_cpu_ref_attention(void *q, const lk_attention_args *a);
+lk_status lk_cpu_ref_attention_paged(void *q, const lk_attention_paged_args *a);
+lk_status lk_cpu_ref_kv_write_paged(void *q, const lk_kv_write_paged_args *a);
+
+/* The paged KV cache's slots of a built variant's lk_device_iface. */
+void lk_cpu_variant_paged(lk_cpu_isa isa, int emulated, lk_device_iface *iface);
 
 #endif

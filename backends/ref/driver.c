@@ -42,6 +42,8 @@ LK_REF_ADAPT(embedding, lk_embedding_args)
 LK_REF_ADAPT(rmsnorm_quantize, lk_norm_quant_args)
 LK_REF_ADAPT(set_rows, lk_set_rows_args)
 LK_REF_ADAPT(glu, lk_glu_args)
+LK_REF_ADAPT(attention_paged, lk_attention_paged_args)
+LK_REF_ADAPT(kv_write_paged, lk_kv_write_paged_args)
 
 static const lk_device_iface lk_ref_iface;
 
@@ -95,6 +97,8 @@ static const lk_device_iface lk_ref_iface = {
         .glu = lk_ref_q_glu,
         .bitnet_decode = lk_ref_q_bitnet_decode,
     },
+    .attention_paged = lk_ref_q_attention_paged,
+    .kv_write_paged = lk_ref_q_kv_write_paged,
 };
 
 /* The driver and its one device have no state: any non-NULL token will do. */

@@ -46,6 +46,9 @@ float lk_mma_step(unsigned tier, lk_dtype dt, const uint16_t *a, const uint16_t 
 /* The transformer ops (numerics.md section 12). */
 lk_status lk_ref_rope(const lk_rope_args *a);
 lk_status lk_ref_attention(const lk_attention_args *a);
+lk_status lk_ref_attention_paged(const lk_attention_paged_args *a);
+lk_status lk_ref_attention_paged_rows(const lk_attention_paged_args *a, int64_t r0, int64_t r1);
+lk_status lk_ref_kv_write_paged(const lk_kv_write_paged_args *a);
 lk_status lk_ref_embedding(const lk_embedding_args *a);
 lk_status lk_ref_set_rows(const lk_set_rows_args *a);
 lk_status lk_ref_glu(const lk_glu_args *a);

@@ -59,6 +59,8 @@ typedef enum lk_op {
     LK_OP_GLU,
     LK_OP_RMSNORM_TERNARY_LINEAR,
     LK_OP_BITNET_DECODE,
+    LK_OP_ATTENTION_PAGED,
+    LK_OP_KV_WRITE_PAGED,
     LK_OP_COUNT_ /* not an op */
 } lk_op;
 
@@ -128,6 +130,23 @@ typedef struct lk_attention_args {
     float scale;
     lk_tensor q, k, v, pos, y; /* batched: batch_stride read (0 = shared) */
 } lk_attention_args;
+
+/* attention_paged (include/lockstep/ops.h): row r reads keys 0 .. pos[r]
+ * of sequence seq[r] through the block table.  The core has read table,
+ * seq and pos: every page a row reads is in [0, n_pages). */
+typedef struct lk_attention_paged_args {
+    int64_t rows, n_head, n_kv, head_dim, page_size, n_pages;
+    float scale;
+    lk_tensor q, k, v, table, seq, pos, y; /* table: n_seq x max_pages */
+} lk_attention_paged_args;
+
+/* kv_write_paged: k[pool row of (seq[r], pos[r])] = k_new[r], v likewise;
+ * checked by the core as for attention_paged, the pages written each named
+ * once in the table. */
+typedef struct lk_kv_write_paged_args {
+    int64_t rows, page_size, n_pages;
+    lk_tensor k_new, v_new, k, v, table, seq, pos;
+} lk_kv_write_paged_args;
 
 typedef struct lk_embedding_args { /* ids checked in [0, vocab), except under
                                      capture (see queue_capturing) */
@@ -367,6 +386,11 @@ typedef struct lk_device_iface {
      * LK_ERR_WRONG_DEVICE on 0.  NULL: only lk_malloc'd memory is this
      * device's. */
     int (*mem_reachable)(void *dev, const void *ptr, size_t bytes);
+    /* The paged KV cache (lk_attention_paged, lk_kv_write_paged): NULL, or
+     * a struct_size that ends before them, means LK_ERR_UNSUPPORTED.  Never
+     * called under capture. */
+    lk_status (*attention_paged)(void *queue, const lk_attention_paged_args *args);
+    lk_status (*kv_write_paged)(void *queue, const lk_kv_write_paged_args *args);
 } lk_device_iface;
 
 /* Services the core offers drivers. */

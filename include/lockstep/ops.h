@@ -227,6 +227,48 @@ LK_API lk_status lk_embedding(lk_queue *q, const lk_tensor *table, const lk_tens
 LK_API lk_status lk_set_rows(lk_queue *q, const lk_tensor *src, const lk_tensor *idx,
                              const lk_tensor *dst);
 
+/* Paged KV cache.  The keys and values of many sequences live in pools of
+ * fixed-size pages: k_pool and v_pool are (n_pages * page_size) x
+ * (n_kv * head_dim), float (any ld; k and v may be column slices of one
+ * tensor).  block_table is LK_I32 n_seq x max_pages: row s lists the page
+ * ids of sequence s in order, so its key j lives in pool row
+ * block_table[s][j / page_size] * page_size + j % page_size; an entry < 0
+ * is "no page" (never read, shared by nobody).  seq and pos are LK_I32
+ * rows x 1: row r of a call belongs to sequence seq[r] at position pos[r].
+ *
+ * lk_attention_paged: query row r attends to keys 0 .. pos[r] of sequence
+ * seq[r] (a negative position: none, output +0) with the bits lk_attention
+ * gives over the same keys (page_size changes no bit).  qry and out are
+ * rows x (n_head * head_dim), float; rows may mix sequences and lengths
+ * (decode rows, chunks of prefills).  Before anything is written the core
+ * reads block_table, seq and pos (a copy and a queue sync on GPUs) and
+ * refuses with LK_ERR_RANGE a seq outside [0, n_seq), a position whose page
+ * is beyond the table (pos[r] / page_size >= max_pages), or a page the row
+ * reads that is outside [0, n_pages); page_size < 1 is
+ * LK_ERR_INVALID_ARGUMENT.  Not inside a captured graph
+ * (LK_ERR_UNSUPPORTED): the table is checked on the host. */
+LK_API lk_status lk_attention_paged(lk_queue *q, const lk_tensor *qry, const lk_tensor *k_pool,
+                                    const lk_tensor *v_pool, const lk_tensor *block_table,
+                                    const lk_tensor *seq, const lk_tensor *pos,
+                                    int64_t page_size, int64_t n_head, int64_t n_kv,
+                                    float scale, const lk_tensor *out);
+
+/* The paged KV write: row r of k_new and v_new (rows x (n_kv * head_dim),
+ * the pools' dtype) is copied bit for bit into the pool row of key pos[r]
+ * of sequence seq[r] (as lk_set_rows; two rows naming one slot: the last
+ * wins).  Refused with LK_ERR_RANGE before anything is written: a seq
+ * outside the table, a position < 0 or beyond the table's pages, a page id
+ * outside [0, n_pages), and a page that appears more than once in the
+ * whole table (a page shared with another sequence, such as a common
+ * prefix, is read-only: copy it to a page of its own first). */
+LK_API lk_status lk_kv_write_paged(lk_queue *q, const lk_tensor *k_new, const lk_tensor *v_new,
+                                   const lk_tensor *k_pool, const lk_tensor *v_pool,
+                                   const lk_tensor *block_table, const lk_tensor *seq,
+                                   const lk_tensor *pos, int64_t page_size);
+
+/* Keys per chunk of attention's order (docs/numerics.md section 12.3). */
+#define LK_ATTENTION_CHUNK 64
+
 /* |angle| above which lk_rope's sin and cos give NaN (2^22). */
 #define LK_ROPE_MAX_ANGLE 4194304.0f
 
