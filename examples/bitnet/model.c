@@ -581,11 +581,15 @@ struct bn_model {
     int32_t *ids, *pos;
     int32_t *kvi;   /* each row's pool row (lk_set_rows) */
     int32_t *last;  /* each entry's last row (the head's rows of a ragged call) */
+    int32_t *seqr;  /* ATT_PAGED: each row's entry (its row of table) */
+    int32_t *table; /* ATT_PAGED: each entry's pages, max_seqs x width */
+    int no_paged;   /* the device has no lk_attention_paged */
     int32_t *gidx;  /* the pool rows gathered for one-at-a-time attention */
     float *kvg;     /* those rows: max_ctx x 2 kvd */
     int64_t gidx_cap;
     int64_t *am;
     int32_t *h_ids, *h_pos, *h_kvi, *h_last, *h_gidx; /* host staging, alive until the sync */
+    int32_t *h_seqr, *h_table;
     int64_t *h_am;
     int64_t *h_rows; /* per entry: its first row */
     unsigned flags;
@@ -664,6 +668,8 @@ void bn_model_destroy(bn_model *m)
     free(m->h_kvi);
     free(m->h_last);
     free(m->h_gidx);
+    free(m->h_seqr);
+    free(m->h_table);
     free(m->h_rows);
     free(m->h_am);
     bn_pages_free(&m->pg);
@@ -863,7 +869,10 @@ int bn_model_create_ex(lk_device *dev, int threads, const bn_weights *w, const b
     m->h_last = malloc((size_t)S * 4);
     m->h_rows = malloc((size_t)S * 8);
     m->h_am = malloc((size_t)S * 8);
-    ok = m->L && m->h_ids && m->h_pos && m->h_kvi && m->h_last && m->h_rows && m->h_am;
+    m->h_seqr = malloc((size_t)M * 4);
+    m->h_table = malloc((size_t)(S * width) * 4);
+    ok = m->L && m->h_ids && m->h_pos && m->h_kvi && m->h_last && m->h_rows && m->h_am &&
+         m->h_seqr && m->h_table;
     size_t eb = (size_t)(c->vocab * c->dim) * 2;
     ok = ok && (m->embd = upload(m, w->embd, eb));
     ok = ok && (m->lm_head = w->lm_head ? upload(m, w->lm_head, eb) : m->embd);
@@ -899,6 +908,8 @@ int bn_model_create_ex(lk_device *dev, int threads, const bn_weights *w, const b
     ok = ok && (m->pos = dalloc(m, (size_t)M * 4));
     ok = ok && (m->kvi = dalloc(m, (size_t)M * 4));
     ok = ok && (m->last = dalloc(m, (size_t)S * 4));
+    ok = ok && (m->seqr = dalloc(m, (size_t)M * 4));
+    ok = ok && (m->table = dalloc(m, (size_t)(S * width) * 4));
     ok = ok && (m->am = dalloc(m, (size_t)S * 8));
     for (int64_t l = 0; ok && (o->flags & BN_PREPARED) && l < c->n_layer; l++) {
         bn_tdev *td[4] = {&m->L[l].qkv, &m->L[l].t[3], &m->L[l].gu, &m->L[l].t[6]};
@@ -990,6 +1001,7 @@ typedef struct bn_acts {
     int att;         /* ATT_* */
     int64_t s0;      /* ATT_BATCHED: entry e is sequence s0 + e */
     int64_t cache_len;
+    int64_t gather; /* ATT_EACH: pool rows gathered, all entries */
     const bn_ent *ent;
     lk_tensor x, tmp, qkv, qr, att_out, gu, gv, uv, g, idt, pos, emb;
 } bn_acts;
@@ -1042,14 +1054,19 @@ static int cache_store(bn_model *m, bn_acts *a, int64_t l, char *err, size_t err
     return 0;
 }
 
+static int gather_prepare(bn_model *m, bn_acts *a, char *err, size_t errlen);
+
 /* Attention of layer l.  Keys past a token's position are never read and
  * the order of the sums is fixed by the position (docs/numerics.md,
  * attention), so the three ways give the same bits:
  * - ATT_BATCHED: every entry has T tokens and its sequence's pages in the
  *   identity layout, sequences s0 .. s0 + E - 1: one call over the pool
  *   as E contiguous caches of ctx_rows rows;
- * - ATT_EACH: one call per entry, on its identity pages in place or on its
- *   rows gathered from the pool (lk_embedding: an identical copy). */
+ * - ATT_PAGED: one lk_attention_paged call over the pool, each row with
+ *   its entry's row of the page table;
+ * - ATT_EACH, where the device has no paged op: one call per entry, on its
+ *   identity pages in place or on its rows gathered from the pool
+ *   (lk_embedding: an identical copy). */
 static int attend(bn_model *m, bn_acts *a, int64_t l, char *err, size_t errlen)
 {
     const bn_config *c = &m->c;
@@ -1070,6 +1087,26 @@ static int attend(bn_model *m, bn_acts *a, int64_t l, char *err, size_t errlen)
         pa.batch_stride = T;
         TRY(lk_attention(m->q, &qa, &kc, &vc, &pa, c->n_head, c->n_kv, scale, &oa, a->E));
         return 0;
+    }
+    if (a->att == ATT_PAGED) {
+        const int64_t rows = m->pg.n_pages * m->pg.page_size;
+        lk_tensor qa = lk_mat_ld(m->qkv, LK_F32, a->M, qd, qd + 2 * kvd);
+        lk_tensor kp = lk_mat_ld(D->kvc, LK_F32, rows, kvd, 2 * kvd);
+        lk_tensor vp = lk_mat_ld(D->kvc + kvd, LK_F32, rows, kvd, 2 * kvd);
+        lk_tensor bt = lk_mat(m->table, LK_I32, a->E, m->pg.width);
+        lk_tensor sq = lk_mat(m->seqr, LK_I32, a->M, 1);
+        lk_status st = lk_attention_paged(m->q, &qa, &kp, &vp, &bt, &sq, &a->pos,
+                                          m->pg.page_size, c->n_head, c->n_kv, scale,
+                                          &a->att_out);
+        if (st == LK_OK)
+            return 0;
+        if (st != LK_ERR_UNSUPPORTED || l != 0) /* a device has it for every layer or none */
+            TRY(st);
+        m->no_paged = 1; /* this call and the next ones: one entry at a time */
+        if (gather_prepare(m, a, err, errlen))
+            return -1;
+        a->att = ATT_EACH;
+        m->att_mode = ATT_EACH;
     }
     for (int64_t e = 0; e < a->E; e++) {
         const bn_ent *t = &a->ent[e];
@@ -1277,6 +1314,25 @@ static int gather_room(bn_model *m, int64_t n, char *err, size_t errlen)
     return 0;
 }
 
+/* ATT_EACH: the pool rows of the entries whose pages are not in the
+ * identity layout, on the device (h_gidx lives until the call's sync). */
+static int gather_prepare(bn_model *m, bn_acts *a, char *err, size_t errlen)
+{
+    const int64_t ps = m->pg.page_size;
+    if (!a->gather)
+        return 0;
+    if (gather_room(m, a->gather, err, errlen))
+        return -1;
+    for (int64_t i = 0; i < a->E; i++) {
+        const bn_ent *t = &a->ent[i];
+        const int32_t *tab = m->pg.table + t->seq * m->pg.width;
+        for (int64_t p = 0; !t->ident && p < t->len + t->n; p++)
+            m->h_gidx[t->goff + p] = (int32_t)(tab[p / ps] * ps + p % ps);
+    }
+    TRY(lk_memcpy(m->q, m->gidx, m->h_gidx, (size_t)a->gather * 4, LK_COPY_HOST_TO_DEVICE));
+    return 0;
+}
+
 /* Checks a call's entries against the model and the pool (nothing
  * changes): 0, or -1 with err. */
 static int check_entries(bn_model *m, int64_t E, const bn_entry *e, int64_t *rows, char *err,
@@ -1361,19 +1417,18 @@ static int run(bn_model *m, int64_t E, const bn_entry *e, float *logits, int64_t
     }
     bn_acts a = acts(m, E, T, M);
     a.ent = ent;
-    a.att = batched && T ? ATT_BATCHED : ATT_EACH;
+    a.att = batched && T ? ATT_BATCHED : m->no_paged ? ATT_EACH : ATT_PAGED;
     a.s0 = e[0].seq;
+    a.gather = gather;
     for (int64_t i = 0; i < E; i++)
         a.cache_len = ent[i].len + ent[i].n > a.cache_len ? ent[i].len + ent[i].n : a.cache_len;
-    if (gather && a.att == ATT_EACH) {
-        if (gather_room(m, gather, err, errlen)) {
-            free(ent);
-            return -1;
-        }
+    if (a.att == ATT_PAGED) {
+        /* each entry's row of the page table (-1: no page), each row's entry */
         for (int64_t i = 0; i < E; i++) {
-            const int32_t *tab = m->pg.table + ent[i].seq * m->pg.width;
-            for (int64_t p = 0; !ent[i].ident && p < ent[i].len + ent[i].n; p++)
-                m->h_gidx[ent[i].goff + p] = (int32_t)(tab[p / ps] * ps + p % ps);
+            memcpy(m->h_table + i * m->pg.width, m->pg.table + ent[i].seq * m->pg.width,
+                   (size_t)m->pg.width * 4);
+            for (int64_t j = 0; j < ent[i].n; j++)
+                m->h_seqr[ent[i].row + j] = (int32_t)i;
         }
     }
     m->att_mode = a.att;
@@ -1394,8 +1449,13 @@ static int run(bn_model *m, int64_t E, const bn_entry *e, float *logits, int64_t
     RUN(lk_memcpy(m->q, m->kvi, m->h_kvi, (size_t)M * 4, LK_COPY_HOST_TO_DEVICE));
     if (!T)
         RUN(lk_memcpy(m->q, m->last, m->h_last, (size_t)E * 4, LK_COPY_HOST_TO_DEVICE));
-    if (gather && a.att == ATT_EACH)
-        RUN(lk_memcpy(m->q, m->gidx, m->h_gidx, (size_t)gather * 4, LK_COPY_HOST_TO_DEVICE));
+    if (a.att == ATT_EACH && gather_prepare(m, &a, err, errlen))
+        goto out;
+    if (a.att == ATT_PAGED) {
+        RUN(lk_memcpy(m->q, m->table, m->h_table, (size_t)(E * m->pg.width) * 4,
+                      LK_COPY_HOST_TO_DEVICE));
+        RUN(lk_memcpy(m->q, m->seqr, m->h_seqr, (size_t)M * 4, LK_COPY_HOST_TO_DEVICE));
+    }
     if (T == 1 && a.att == ATT_BATCHED && a.s0 == 0 && (m->flags & BN_GRAPH)) {
         /* Decode: one graph per batch size, launched once per step; it
          * reads the whole identity span of each sequence (rows past a
