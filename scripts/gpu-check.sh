@@ -522,7 +522,8 @@ stage_serve() {
   t0=$(now)
   mkdir -p "$OUT/serve"
   st=0
-  ( cd "$B" && LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" timeout "${SERVE_TIMEOUT:-150}" \
+  ( cd "$B" && make tests/test_model_invariance >/dev/null 2>&1 &&
+      LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" timeout "${SERVE_TIMEOUT:-150}" \
       ./tests/test_model_invariance ) > "$OUT/serve/invariance.log" 2>&1 || st=1
   tst="$(grep -c '^ok' "$OUT/serve/invariance.log") ok, $(grep -c '^not ok' "$OUT/serve/invariance.log") not ok"
   # name|demo arguments (cuda:0, 30 layers of BitNet-2B-4T's shapes)
