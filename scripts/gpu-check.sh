@@ -544,7 +544,7 @@ ragged64|--prompt-len 4096 --ctx 4112 --chunk 2048 --ragged 64 --steps 16 --batc
     for name in ctx4k ctx32k prefill2k ragged64; do
       awk -v n="$name" '
         $1 == "cuda:0" && $2 ~ /^[0-9.]+$/ && !row { pre = $2; dec = $3; row = 1 }
-        /^KV cache read per decode step/ { kv = $(NF - 6) }
+        /^KV cache read per decode step/ { kv = $(NF - 7) }
         $1 == "cuda:0" && $2 == "decode" && $3 == "b1" { fl = $0; sub(/.*floor at its copy bandwidth /, "", fl) }
         $1 == "cuda:0" && $2 == "prefill" && /floor/ { rg = $0; sub(/^ *cuda:0 */, "", rg) }
         /DIFFERENT|BROKEN|failed|cannot run/ { bad = 1 }
