@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kvpages.h"
 #include "model.h"
@@ -778,6 +779,17 @@ static int64_t mul(int64_t a, int64_t b)
     return a < 0 || b < 0 || (a && b > ((int64_t)1 << 62) / a) ? -1 : a * b;
 }
 
+/* The machine's memory, for a host-memory device (0: unknown). */
+static uint64_t host_memory(void)
+{
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && size > 0)
+        return (uint64_t)pages * (uint64_t)size;
+#endif
+    return 0;
+}
+
 uint64_t bn_kv_bytes_read(const bn_config *c, int64_t n)
 {
     return (uint64_t)c->n_layer * (uint64_t)n * (uint64_t)(2 * c->n_kv * c->head_dim) * 4u;
@@ -834,12 +846,16 @@ int bn_model_create_ex(lk_device *dev, int threads, const bn_weights *w, const b
                         (long long)c->n_layer);
     if (lk_device_props_get(dev, &props) != LK_OK)
         return lkg_fail(err, errlen, "%s", lk_last_error());
-    if (props.memory_bytes && (uint64_t)kv_bytes > props.memory_bytes)
+    /* A host-memory device has the machine's memory (a cache larger than
+     * that would only be found out by the kernel killing the process). */
+    const uint64_t mem = props.memory_bytes ? props.memory_bytes
+                         : props.host_memory ? host_memory() : 0;
+    if (mem && (uint64_t)kv_bytes > mem)
         return lkg_fail(err, errlen, "%s: the KV cache (%lld sequences x %lld positions, %lld "
-                        "layers: %.2f GB) exceeds the device's %.2f GB; ask for a shorter "
-                        "context or fewer sequences", lk_device_name(dev), (long long)S,
+                        "layers: %.2f GB) exceeds the device's %.2f GB of memory; ask for a "
+                        "shorter context or fewer sequences", lk_device_name(dev), (long long)S,
                         (long long)c->max_ctx, (long long)c->n_layer, (double)kv_bytes / 1e9,
-                        (double)props.memory_bytes / 1e9);
+                        (double)mem / 1e9);
     bn_model *m = calloc(1, sizeof *m);
     if (!m)
         return lkg_fail(err, errlen, "out of memory");
