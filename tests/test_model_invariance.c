@@ -3,7 +3,8 @@
  * several attention chunks, are the same bits (memcmp) when computed
  *   (a) in a one-shot prefill of its prompt,
  *   (b) in prefills chunked at several sizes,
- *   (c) by decoding it after a prefill of the rest,
+ *   (c) by decoding it after a prefill of the rest (one lk_bitnet_decode
+ *       call for the layers, in a captured graph),
  *   (d) with its prefix taken from another sequence's shared pages (a
  *       page-aligned and an unaligned prefix, the other sequence writing
  *       on meanwhile),
@@ -57,7 +58,7 @@ static int feed(bn_model *m, int64_t s, const int32_t *ids, int64_t n, int64_t c
 static int scenarios(lk_device *d, const bn_weights *w, float *out, int only_one)
 {
     const int64_t V = w->cfg.vocab;
-    bn_model_opts o = {NRAG, 2048, PAGE, 0, BN_PREPARED | BN_GRAPH};
+    bn_model_opts o = {NRAG, 2048, PAGE, 0, BN_PREPARED | BN_GRAPH | BN_LAYERS_OP};
     bn_model *m = NULL;
     if (bn_model_create_ex(d, 0, w, &o, &m, err, sizeof err))
         return -1;
