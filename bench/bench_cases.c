@@ -69,6 +69,11 @@ static void add_case(lk_bench_kind kind, lk_dtype dt, int64_t m, int64_t n, int6
         c->bytes = (double)n * (double)k / 4.0;
         c->peer_name = cold ? "read floor (cold)" : "read floor (same bytes)";
         break;
+    case LK_BK_ATTENTION: /* reads the KV cache once: the read loop of its bytes is the floor */
+        snprintf(nm, 48, "attention.decode.%lld", (long long)n);
+        c->bytes = (double)n * 2 * 640 * 4;
+        c->peer_name = "read loop (KV bytes)";
+        break;
     case LK_BK_SUM:
         snprintf(nm, 48, "sum.f32.%lld", (long long)n);
         c->bytes = 4.0 * (double)n;
@@ -145,6 +150,8 @@ const lk_bench_case *lk_bench_cases(void)
     add(LK_BK_SOFTMAX, LK_F32, 4096, 4096, 0, 0, 1);
     add(LK_BK_SILU, LK_F32, 4096, 4096, 0, 0, 0);
     add(LK_BK_SUM, LK_F32, 1, (int64_t)1 << 26, 0, 0, 1);
+    add(LK_BK_ATTENTION, LK_F32, 1, 4096, 0, 0, 1);
+    add(LK_BK_ATTENTION, LK_F32, 1, 32768, 0, 0, 0);
     add(LK_BK_CONVERT, LK_BF16, 4096, 4096, 0, 0, 0);
     return cases;
 }
@@ -304,6 +311,18 @@ static lk_status setup(const lk_bench_case *c, bench_data *d)
         }
         return LK_OK;
     }
+    case LK_BK_ATTENTION: { /* x: the kv cache (keys x 1280), w: q, ws: the position */
+        d->x = alloc((size_t)n * 1280 * 4);
+        d->w = alloc(2560 * 4);
+        d->y = alloc(2560 * 4);
+        d->ws = alloc(4);
+        if (!d->x || !d->w || !d->y || !d->ws)
+            return LK_ERR_OUT_OF_MEMORY;
+        fill_f32(d->x, n * 1280);
+        fill_f32(d->w, 2560);
+        ((int32_t *)d->ws)[0] = (int32_t)(n - 1);
+        return LK_OK;
+    }
     default: {
         const int64_t len = c->kind == LK_BK_SUM ? n : m * n;
         d->x = alloc((size_t)len * 4);
@@ -362,6 +381,13 @@ static lk_status run_lockstep(const lk_bench_case *c, bench_data *d, lk_queue *q
     case LK_BK_SUM: {
         lk_tensor x = lk_mat(d->x, LK_F32, 1, n), y = lk_mat(d->y, LK_F32, 1, 1);
         return lk_reduce(q, LK_REDUCE_SUM, &x, &y);
+    }
+    case LK_BK_ATTENTION: {
+        lk_tensor kc = lk_mat(d->x, LK_F32, n, 640), vc = lk_mat((float *)d->x + 640, LK_F32, n, 640);
+        kc.ld = vc.ld = 1280;
+        lk_tensor qr = lk_mat(d->w, LK_F32, 1, 2560), y = lk_mat(d->y, LK_F32, 1, 2560);
+        lk_tensor p = lk_mat(d->ws, LK_I32, 1, 1);
+        return lk_attention(q, &qr, &kc, &vc, &p, 20, 5, 0.08838834764831845f, &y, 1);
     }
     default: {
         lk_tensor x = lk_mat(d->x, LK_F32, m, n), y = lk_mat(d->y, c->dt, m, n);
@@ -431,6 +457,9 @@ static int run_peer(const lk_bench_case *c, bench_data *d, int threads, int rep)
         return 1;
     case LK_BK_SUM:
         sink = lk_peer_read(d->x, (size_t)n * 4, threads);
+        return 1;
+    case LK_BK_ATTENTION:
+        sink = lk_peer_read(d->x, (size_t)c->bytes / 128 * 128, threads);
         return 1;
     default: /* reads and writes the op's bytes: half each way */
         lk_peer_copy(d->yp, d->x, (size_t)(c->bytes / 2) / 128 * 128, threads);

@@ -15,7 +15,8 @@ typedef enum lk_bench_kind {
     LK_BK_SOFTMAX,
     LK_BK_SILU,
     LK_BK_SUM,       /* one row of N */
-    LK_BK_CONVERT    /* f32 -> dt, M x N */
+    LK_BK_CONVERT,   /* f32 -> dt, M x N */
+    LK_BK_ATTENTION  /* decode: one token, BitNet-2B-4T heads (20/5 x 128), N keys, f32 kv */
 } lk_bench_kind;
 
 typedef struct lk_bench_case {

@@ -196,8 +196,11 @@ LK_API lk_status lk_attention_paged(lk_queue *q, const lk_tensor *qry, const lk_
     paged_host h;
     LK_V_TRY(paged_read(v.fn, q, &a.table, &a.seq, &a.pos, &h));
     lk_status st = LK_OK;
-    for (int64_t r = 0; r < a.rows && st == LK_OK; r++)
+    for (int64_t r = 0; r < a.rows && st == LK_OK; r++) {
         st = paged_row(v.fn, &h, &a.table, &a.seq, &a.pos, r, page_size, a.n_pages, 0);
+        const int64_t keys = (int64_t)h.pos[r * a.pos.ld] + 1;
+        a.max_keys = keys > a.max_keys ? keys : a.max_keys;
+    }
     paged_host_free(&h);
     if (st != LK_OK)
         return st;

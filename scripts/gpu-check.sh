@@ -31,6 +31,11 @@
 #               twice each, beside the copy bandwidth and the decode target
 #               (the weights streamed at 60 % of it; LAYERS_DEMO_ARGS,
 #               LAYERS_REPS)
+#   attn        chunked and paged attention: tests/test_attention at full
+#               BitNet shapes (4096 and 32768 keys) and tests/test_bitnet
+#               against the reference, then the decode-attention benchmark
+#               (30 layers at 4096 and 32768 keys, KV read rate against the
+#               copy bandwidth, goal >= 60 %); about 1 to 2 minutes
 #   layerprof   Nsight Compute durations (ncu locks the clocks) of every kernel of
 #               one decode step of a 1-layer demo model, eager (layerprof.log)
 #   serve       the BitNet model at real lengths on cuda:0: its invariance test
@@ -495,6 +500,30 @@ stage_layers() {
   fi
 }
 
+stage_attn() {
+  t0=$(now)
+  mkdir -p "$OUT/attn"
+  st=0
+  for t in test_attention test_bitnet; do
+    ( cd "$B" && timeout "$TIMEOUT" "./tests/$t" ) > "$OUT/attn/$t.log" 2>&1 || st=1
+  done
+  ( cd "$B" && timeout "$TIMEOUT" ./bench/cuda/lockstep-cuda-bench --only "attention decode" ) \
+      > "$OUT/attn/bench.log" 2>&1 || st=1
+  grep -h "^target" "$OUT/attn/bench.log" >> "$OUT/bench.log" 2>/dev/null
+  echo "attn: test               ok  not-ok  skip"
+  for t in test_attention test_bitnet; do
+    printf '      %-18s %3s %6s %5s\n' "$t" "$(grep -c '^ok' "$OUT/attn/$t.log")" \
+        "$(grep -c '^not ok' "$OUT/attn/$t.log")" "$(grep -c '# SKIP' "$OUT/attn/$t.log")"
+  done
+  grep -E "^(D2D copy|attention decode|target)" "$OUT/attn/bench.log"
+  bad=$(grep -h "^not ok" "$OUT/attn"/test_*.log | wc -l | tr -d ' ')
+  if test $st -eq 0; then
+    record attn ok $(($(now) - t0)) "$(grep -c MET "$OUT/attn/bench.log") targets met (attn/)"
+  else
+    record attn FAIL $(($(now) - t0)) "$bad not ok, or a run failed (attn/)"
+  fi
+}
+
 stage_layerprof() {
   t0=$(now)
   NCU=$CUDA_HOME/bin/ncu
@@ -584,6 +613,7 @@ for s in $STAGES; do
     pdl) stage_pdl ;;
     layers) stage_layers ;;
     layerprof) stage_layerprof ;;
+    attn) stage_attn ;;
     report) stage_report ;;
     *) note "unknown stage $s"; record "$s" FAIL 0 "unknown stage" ;;
   esac

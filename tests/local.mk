@@ -109,6 +109,15 @@ check_PROGRAMS += tests/test_model_ops
 TESTS += tests/test_model_ops
 tests_test_model_ops_LDADD = liblockstep.la
 
+# Attention's chunked order and the paged KV cache (numerics.md 12.3,
+# 12.3.1) on every device against the reference, bit for bit: chunk
+# boundaries, edge rules, prefill/decode/ragged/shared-prefix invariance,
+# lk_kv_write_paged, refused tables; full BitNet shapes on a GPU unless
+# LOCKSTEP_CUDA_TEST_SMALL is set.
+check_PROGRAMS += tests/test_attention
+TESTS += tests/test_attention
+tests_test_attention_LDADD = liblockstep.la
+
 # lk_rmsnorm_quantize is lk_rmsnorm + lk_quantize_act bit for bit on
 # every device; its argument errors write nothing.
 check_PROGRAMS += tests/test_rmsnorm_quantize

@@ -925,6 +925,10 @@ static void mx_attention_cases(mx_list *L)
     mx_attention(L, mx_aspec(LK_F32, LK_F32, LK_F32, 64, 4, 2, 1, 70, 3));
     mx_attention(L, mx_aspec(LK_F16, LK_BF16, LK_F32, 32, 4, 1, 4, 257, 2));
     mx_attention(L, mx_aspec(LK_F32, LK_F32, LK_F32, 16, 1, 1, 2, 4099, 1));
+    /* around attention's chunks of 64 keys (numerics.md 12.3) */
+    mx_attention(L, mx_aspec(LK_F32, LK_F32, LK_F32, 16, 2, 2, 5, 63, 1));
+    mx_attention(L, mx_aspec(LK_F32, LK_F32, LK_F32, 64, 2, 1, 6, 65, 2));
+    mx_attention(L, mx_aspec(LK_F32, LK_BF16, LK_F32, 32, 4, 2, 12, 197, 1));
     mx_attn_spec s = mx_aspec(LK_F32, LK_F32, LK_F32, 20, 4, 2, 9, 40, 2);
     s.pfill = LK_MX_FILL_POS_EDGE;
     s.pad = 1;

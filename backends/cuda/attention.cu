@@ -1,53 +1,102 @@
-/* Lockstep CUDA: causal attention with grouped KV heads over a KV cache
- * (docs/numerics.md section 12.3), one block per (head, token, sequence).
- * A decode step has one query row per sequence, so the block is the whole
- * parallelism of its head and the kernel is built for latency:
+/* Lockstep CUDA: causal attention with grouped KV heads, over a contiguous
+ * KV cache (lk_attention) or a paged one (lk_attention_paged), in
+ * docs/numerics.md section 12.3's chunked order.  Two kernels, shared by
+ * both ops (docs/internals/attention.md):
  *
- * - s_j = dot(q, k_j) * scale: one thread per key j, each dot a KB-blocked
- *   fma chain over head_dim (the GEMM contract's order); the key row is
- *   loaded ahead of its chain (float4 for f32 caches) so the chain waits on
- *   one round trip, not one per element;
- * - mx = maximum of s_j (order-free: shuffles), e_j = exp(s_j - mx);
- * - s = the lane sum of e_j (lk_warp_chunk: one warp per 4096-term chunk,
- *   the chunk partials summed the same way by warp 0); r = 1 / s and
- *   p_j = e_j * r (section 6);
- * - out_d = dot over j of p_j * v_j,d: the KB blocks of the context are
- *   independent fma chains, so one thread per (d, block) runs one chain and
- *   the block results are added left to right per d afterwards.
+ * att_chunk_kernel  one block per (chunk of 64 keys, query row, KV head):
+ *   the chunk's key and value rows are read once for the G = n_head / n_kv
+ *   query heads that share them (in batches of up to ATT_HB heads):
+ *   - s_j = dot(q, k_j) * scale: one thread per (key, head), each dot the
+ *     GEMM contract's KB-blocked fma chain over head_dim, the key row read
+ *     ahead of its chain (float4 for aligned f32 caches);
+ *   - per head one warp: m_c = maximum (order keys, one redux), e_j =
+ *     exp(s_j - m_c), l_c = the 64-lane butterfly (lane l holds e_l and
+ *     e_{l+32}: section 5's chunk, its first step inside the thread);
+ *   - o_c[d] = the fma chain of e_j v_j,d over the chunk's keys: one
+ *     thread per column, all heads of the batch at once (one load of v
+ *     feeds G chains);
+ *   - m_c, l_c and o_c go to the queue's workspace.
+ * att_combine_kernel  one block per (query row, query head): m = maximum
+ *   of the m_c; per column, in chunk order, l += l_c w_c and o += o_c w_c
+ *   with w_c = exp(m_c - m) (a tile of weights at a time in shared memory,
+ *   32 loads of o_c in flight a thread); then o * (1 / l) at the store.
  *
- * The scores and the block results live in shared memory when the cache
- * fits, else in the queue's workspace (one slice per resident block: the
- * grid is capped to fit).
- *
- * One-token calls (decode) go to attention_decode_kernel below, which does
- * the same arithmetic with one global round trip and three barriers per row
- * where its shared memory holds all L scores plus a tile of >= 8 keys;
- * LOCKSTEP_CUDA_ATTENTION=block / =decode forces one kernel for every call
- * (decode: every call that fits), so the tests can check either on every
- * shape. */
+ * A decode step at 4096 keys and 5 KV heads is 320 blocks of the first
+ * kernel, at 32768 keys 2560: the whole GPU streams the cache, where one
+ * block per head could not.  The workspace holds (head_dim + 2) floats per
+ * (chunk, query head) for as many (row, KV head) items as fit; more items
+ * run as several launch pairs. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/cuda/math.cuh"
 #include "backends/cuda/model.cuh"
 
-#define LK_ATT_THREADS 256
-#define LK_ATT_WARPS (LK_ATT_THREADS / 32)
-#define LK_ATT_SMEM_MAX (48 * 1024)
+#define ATT_C 64          /* LK_ATTENTION_CHUNK */
+#define ATT_THREADS 128   /* per block of either kernel */
+#define ATT_HB 8          /* query heads per pass over a chunk */
+#define ATT_HD_MAX 4096   /* q of ATT_HB heads in shared memory: hb * hd <= 8192 */
+
+static_assert(ATT_C == LK_ATTENTION_CHUNK, "the contract's chunk");
+static_assert(ATT_C == 64, "a chunk is one warp's two values a lane");
 
 namespace {
 
-/* Floats of the per-block big area: L scores, then ceil(L / KB) x hd block
- * results (even offsets: lk_warp_chunk reads pairs), rounded up to 4 floats. */
-__host__ __device__ __forceinline__ int64_t att_big_floats(int64_t L, int64_t hd)
+/* Everything both kernels need, for either op: query row r is (batch entry
+ * r / tokens, token r % tokens) of a contiguous cache (tab == NULL), or
+ * sequence seq[r] of a paged one. */
+struct att_geom {
+    const void *q, *k, *v;
+    void *y;
+    lk_dtype qdt, ydt;
+    int64_t qld, qbs, kld, kbs, vld, vbs, yld, ybs;
+    const int32_t *pos, *seq, *tab;
+    int64_t pld, pbs, sld, tld, ps;
+    int64_t tokens, L; /* contiguous: tokens per batch entry, cache_len */
+    int n_head, n_kv, hd, G, hb, nc;
+    float scale;
+    int64_t item0;     /* first (row, KV head) item of this launch */
+    float *ws;         /* per item: G * nc * (hd + 2) floats: o, then m, then l */
+};
+
+struct att_rowinfo {
+    int64_t qi, yi, kb, vb;
+    int n;
+    const int32_t *trow;
+};
+
+__device__ __forceinline__ att_rowinfo att_row(const att_geom &g, int64_t r)
 {
-    const int64_t e = (L + 1) & ~(int64_t)1;
-    return (e + (L + LK_KB - 1) / LK_KB * hd + 3) & ~(int64_t)3;
+    att_rowinfo w;
+    if (g.tab == nullptr) {
+        const int64_t b = r / g.tokens, t = r % g.tokens;
+        const int64_t p = g.pos[b * g.pbs + t * g.pld];
+        w.qi = b * g.qbs + t * g.qld;
+        w.yi = b * g.ybs + t * g.yld;
+        w.kb = b * g.kbs;
+        w.vb = b * g.vbs;
+        w.n = (int)(p < 0 ? 0 : (p + 1 < g.L ? p + 1 : g.L));
+        w.trow = nullptr;
+    } else {
+        const int64_t p = g.pos[r * g.pld];
+        w.qi = r * g.qld;
+        w.yi = r * g.yld;
+        w.kb = w.vb = 0;
+        w.n = (int)(p < 0 ? 0 : p + 1);
+        w.trow = g.tab + (int64_t)g.seq[r * g.sld] * g.tld;
+    }
+    return w;
+}
+
+/* The cache row of key j. */
+__device__ __forceinline__ int64_t att_key(const att_geom &g, const att_rowinfo &w, int64_t j)
+{
+    return w.trow ? (int64_t)w.trow[j / g.ps] * g.ps + j % g.ps : j;
 }
 
 /* The dot of q (shared memory) with key row kr over [d0, d1), one fma
- * chain in ascending d.  F32 rows aligned to 16 bytes (VEC) read float4s,
- * eight in flight before their 32 fmas. */
+ * chain in ascending d.  VEC: f32 rows and q aligned to 16 bytes, float4
+ * loads, eight in flight before their 32 fmas. */
 template <lk_dtype DK, bool VEC>
 __device__ __forceinline__ float dot_block(const float *qv, const typename lk_elem<DK>::T *kr,
                                            int d0, int d1)
@@ -87,437 +136,296 @@ __device__ __forceinline__ float dot_block(const float *qv, const typename lk_el
     return acc;
 }
 
-/* One KB block of P.V for column d: sum over j in [j0, j1) of p_j v_j,d as
- * one fma chain in ascending j (vp points at v_{j0},d; rows ld apart). */
-template <lk_dtype DV>
-__device__ __forceinline__ float pv_block(const float *p, const typename lk_elem<DV>::T *vp,
-                                          int64_t ld, int j0, int j1)
+/* Dynamic shared memory of the chunk kernel: q of hb heads (hb * hd,
+ * rounded to 4 floats), then e (hb * 64). */
+__host__ __device__ __forceinline__ int att_q_floats(int hb, int hd)
 {
-    float acc = 0.0f;
-    int j = j0;
-    for (; j + 16 <= j1; j += 16) {
-        float vv[16];
-#pragma unroll
-        for (int u = 0; u < 16; u++)
-            vv[u] = lk_elem<DV>::load(vp, (int64_t)(j - j0 + u) * ld);
-#pragma unroll
-        for (int u = 0; u < 16; u++)
-            acc = __fmaf_rn(p[j + u], vv[u], acc);
-    }
-    for (; j < j1; j++)
-        acc = __fmaf_rn(p[j], lk_elem<DV>::load(vp, (int64_t)(j - j0) * ld), acc);
-    return acc;
+    return (hb * hd + 3) & ~3;
 }
 
 template <lk_dtype DK, lk_dtype DV, bool VEC>
-__global__ void __launch_bounds__(LK_ATT_THREADS)
-    attention_kernel(lk_attention_args a, float *ws)
+__global__ void __launch_bounds__(ATT_THREADS) att_chunk_kernel(const att_geom g)
 {
     typedef typename lk_elem<DK>::T TK;
     typedef typename lk_elem<DV>::T TV;
-    lk_pdl_wait(); /* q, the caches and pos are written by earlier ops */
-    lk_pdl_trigger();
     extern __shared__ float4 sm4[];
-    float *sm = reinterpret_cast<float *>(sm4);
-    const int hd = (int)a.head_dim;
-    const int64_t L = a.cache_len;
-    float *qv = sm;                              /* hd, rounded up to 4 */
-    float *red = qv + ((hd + 3) & ~3);           /* LK_ATT_WARPS + 2, rounded to 4 */
-    float *parts = red + ((LK_ATT_WARPS + 2 + 3) & ~3); /* chunk partials, rounded to 4 */
-    const int64_t nparts = (L + LK_CHUNK - 1) / LK_CHUNK;
-    const int64_t slot =
-        ((int64_t)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-    float *e = ws ? ws + slot * att_big_floats(L, hd) : parts + ((nparts + 3) & ~(int64_t)3);
-    float *blk = e + ((L + 1) & ~(int64_t)1); /* [block][hd] */
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid / 32;
-    const int64_t h = blockIdx.x, kc = (h / (a.n_head / a.n_kv)) * hd, qc = h * hd;
-
-    for (int64_t b = blockIdx.z; b < a.batch; b += gridDim.z) {
-        for (int64_t t = blockIdx.y; t < a.tokens; t += gridDim.y) {
-            __syncthreads(); /* the previous token's reads of shared memory */
-            const int64_t p = ((const int32_t *)a.pos.data)[lk_md_at(a.pos, b, t, 0)];
-            const int n = (int)(p < 0 ? 0 : (p + 1 < L ? p + 1 : L));
-            const int64_t yi = lk_md_at(a.y, b, t, qc);
-            if (n == 0) {
-                for (int d = tid; d < hd; d += LK_ATT_THREADS)
-                    lk_md_store(a.y.data, a.y.dtype, yi + d, 0.0f);
-                continue;
-            }
-            for (int d = tid; d < hd; d += LK_ATT_THREADS)
-                qv[d] = lk_md_load(a.q.data, a.q.dtype, lk_md_at(a.q, b, t, qc + d));
-            __syncthreads();
-
-            /* scores */
-            const TK *kb = (const TK *)a.k.data + b * a.k.batch_stride + kc;
-            float mx = __uint_as_float(0xff800000u); /* -Inf: maximum's identity */
-            for (int j = tid; j < n; j += LK_ATT_THREADS) {
-                const TK *kr = kb + (int64_t)j * a.k.ld;
-                float total = 0.0f;
-                for (int d0 = 0; d0 < hd; d0 += LK_KB) {
-                    const int d1 = hd - d0 < LK_KB ? hd : d0 + LK_KB;
-                    const float acc = dot_block<DK, VEC>(qv, kr, d0, d1);
-                    total = d0 == 0 ? acc : __fadd_rn(total, acc);
-                }
-                const float s = __fmul_rn(total, a.scale);
-                e[j] = s;
-                mx = lk_maximum(mx, s);
-            }
-            mx = lk_warp_maximum(mx);
-            if (lane == 0)
-                red[warp] = mx;
-            __syncthreads();
-            mx = red[0];
-#pragma unroll
-            for (int w = 1; w < LK_ATT_WARPS; w++)
-                mx = lk_maximum(mx, red[w]);
-            for (int j = tid; j < n; j += LK_ATT_THREADS)
-                e[j] = lk_cu_exp(__fsub_rn(e[j], mx));
-            __syncthreads();
-
-            /* s = lane sum of e_j: a warp per chunk, then the partials */
-            const int nch = (n + LK_CHUNK - 1) / LK_CHUNK;
-            for (int c = warp; c < nch; c += LK_ATT_WARPS) {
-                const int len = n - c * LK_CHUNK < LK_CHUNK ? n - c * LK_CHUNK : LK_CHUNK;
-                const float v = lk_warp_chunk<false>(lk_f32_src{e}, (int64_t)c * LK_CHUNK, len);
-                if (lane == 0)
-                    parts[c] = v;
-            }
-            __syncthreads();
-            if (warp == 0) {
-                float s = parts[0];
-                if (nch > 1)
-                    s = lk_warp_chunk<false>(lk_f32_src{parts}, 0, nch);
-                if (lane == 0)
-                    red[LK_ATT_WARPS] = __fdiv_rn(1.0f, s);
-            }
-            __syncthreads();
-            const float rs = red[LK_ATT_WARPS];
-            for (int j = tid; j < n; j += LK_ATT_THREADS)
-                e[j] = __fmul_rn(e[j], rs); /* p_j */
-            __syncthreads();
-
-            /* P.V: one chain per (d, KB block of the context) */
-            const TV *vb = (const TV *)a.v.data + b * a.v.batch_stride + kc;
-            const int nb = (n + LK_KB - 1) / LK_KB;
-            for (int it = tid; it < nb * hd; it += LK_ATT_THREADS) {
-                const int d = it % hd, jb = it / hd;
-                const int j0 = jb * LK_KB, j1 = n - j0 < LK_KB ? n : j0 + LK_KB;
-                blk[it] = pv_block<DV>(e, vb + (int64_t)j0 * a.v.ld + d, a.v.ld, j0, j1);
-            }
-            if (nb > 1)
-                __syncthreads();
-            for (int d = tid; d < hd; d += LK_ATT_THREADS) {
-                float total = blk[d];
-                for (int jb = 1; jb < nb; jb++)
-                    total = __fadd_rn(total, blk[jb * hd + d]);
-                lk_md_store(a.y.data, a.y.dtype, yi + d, total);
-            }
-        }
-    }
-}
-
-/* ---------------------------------------------------------------- decode
- * One query row per (head, token, sequence) block, built for the latency of
- * a decode step (a few dozen keys):
- *
- * - the position, q, the first tile of keys and the first LK_DEC_PF value
- *   rows are all requested at once, before anything is computed: rows below
- *   cache_len exist, and rows j >= n that are read are never used, so one
- *   global round trip replaces the chain pos -> q -> keys -> values;
- * - the key tile is staged in shared memory as f32 by coalesced vector
- *   loads (row stride kst: odd in float4s, so the float4 reads of 32
- *   threads on 32 rows hit distinct banks), then one thread per key runs
- *   its dot product from there;
- * - the softmax sum is computed by every warp that owns output columns
- *   (lanes read e_j from shared memory), so no barrier follows it, and
- *   p_j = e_j * r is formed inside the P.V chain (the same rounding as
- *   storing it);
- * - one thread per output column runs the whole P.V sum (KB blocks one
- *   after the other, each its own chain from 0, added left to right), its
- *   first LK_DEC_PF value rows already in registers.
- *
- * Barriers per row: after the staging, after the maximum, after e_j. */
-#define LK_DEC_PF 64 /* value rows prefetched per column thread */
-#define LK_DEC_U 8   /* vector loads in flight per thread while staging */
-
-struct att_dec_cfg {
-    int kt;  /* keys per staged tile */
-    int kst; /* floats between staged key rows (multiple of 4) */
-};
-
-/* Floats of the decode kernel's shared memory besides the key tile: q, the
- * warp maxima, the scores / e_j (L, even) and each warp's chunk partials. */
-__host__ __device__ __forceinline__ int64_t att_dec_fixed(int64_t L, int64_t hd)
-{
-    const int64_t np = (L + LK_CHUNK - 1) / LK_CHUNK;
-    return ((hd + 3) & ~(int64_t)3) + ((LK_ATT_WARPS + 3) & ~3) + ((L + 3) & ~(int64_t)3) +
-           LK_ATT_WARPS * ((np + 3) & ~(int64_t)3);
-}
-
-__device__ __forceinline__ uint32_t word_of(const uint4 &r, int k)
-{
-    return k == 0 ? r.x : k == 1 ? r.y : k == 2 ? r.z : r.w;
-}
-
-/* Element w of 16 bytes r of a row of dtype D, widened exactly. */
-template <lk_dtype D> struct elem16 {
-    static __device__ __forceinline__ float get(const uint4 &r, int w)
-    {
-        return lk_elem<D>::load_bits(word_of(r, w / 2) >> (16 * (w & 1)) & 0xffffu);
-    }
-};
-template <> struct elem16<LK_F32> {
-    static __device__ __forceinline__ float get(const uint4 &r, int w)
-    {
-        return __uint_as_float(word_of(r, w));
-    }
-};
-
-/* Requests rows [r0, r0 + rows) x [0, hd) of the key cache (row r at
- * kb + r * ld) and stores them widened to f32 at ks + (r - r0) * kst.  W
- * elements per load (16 bytes when the rows allow it, else 1). */
-template <lk_dtype DK, int W>
-__device__ __forceinline__ void stage_keys(float *ks, int kst, const typename lk_elem<DK>::T *kb,
-                                           int64_t ld, int r0, int rows, int hd)
-{
-    typedef typename lk_elem<DK>::T TK;
-    const int per = hd / W, total = rows * per;
-    /* term i = i0 + u * LK_ATT_THREADS is row i / per, column i % per:
-     * one division per pass, the next term's row and column by adding
-     * (dr, dc) with one carry, not a division per term (an unrolled
-     * integer division is some 15 instructions, and a decode call walks
-     * each of them once) */
-    const int dr = LK_ATT_THREADS / per, dc = LK_ATT_THREADS - dr * per;
-    for (int i0 = threadIdx.x; i0 < total; i0 += LK_DEC_U * LK_ATT_THREADS) {
-        uint4 raw[LK_DEC_U];
-        float one[LK_DEC_U];
-        int rr[LK_DEC_U], cc[LK_DEC_U];
-        rr[0] = i0 / per;
-        cc[0] = i0 - rr[0] * per;
-#pragma unroll
-        for (int u = 1; u < LK_DEC_U; u++) {
-            const int c = cc[u - 1] + dc;
-            rr[u] = rr[u - 1] + dr + (c >= per);
-            cc[u] = c >= per ? c - per : c;
-        }
-#pragma unroll
-        for (int u = 0; u < LK_DEC_U; u++) {
-            const int i = i0 + u * LK_ATT_THREADS;
-            if (i < total) {
-                const int r = rr[u], c = cc[u] * W;
-                const TK *src = kb + (int64_t)(r0 + r) * ld + c;
-                if (W > 1)
-                    raw[u] = __ldg(reinterpret_cast<const uint4 *>(src));
-                else
-                    one[u] = lk_elem<DK>::load(src, 0);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < LK_DEC_U; u++) {
-            const int i = i0 + u * LK_ATT_THREADS;
-            if (i < total) {
-                const int r = rr[u], c = cc[u] * W;
-                if (W > 1) {
-#pragma unroll
-                    for (int w = 0; w < W; w++)
-                        ks[r * kst + c + w] = elem16<DK>::get(raw[u], w);
-                } else {
-                    ks[r * kst + c] = one[u];
-                }
-            }
-        }
-    }
-}
-
-template <lk_dtype DK, lk_dtype DV, int W>
-__global__ void __launch_bounds__(LK_ATT_THREADS)
-    attention_decode_kernel(lk_attention_args a, att_dec_cfg cfg)
-{
-    typedef typename lk_elem<DK>::T TK;
-    typedef typename lk_elem<DV>::T TV;
-    /* the head's columns (two 64-bit divisions) from the arguments alone:
-     * before the wait, so that they overlap the previous kernel's tail */
-    const int64_t h = blockIdx.x, kc = (h / (a.n_head / a.n_kv)) * a.head_dim,
-                  qc = h * a.head_dim;
-    lk_pdl_wait(); /* q, the caches and pos are written by earlier ops */
+    float *qs = reinterpret_cast<float *>(sm4);
+    float *es = qs + att_q_floats(g.hb, g.hd);
+    __shared__ int64_t krow[ATT_C], vrow[ATT_C];
+    lk_pdl_wait(); /* q, the caches, pos and the table are written by earlier ops */
     lk_pdl_trigger();
-    extern __shared__ float4 sm4[];
-    float *sm = reinterpret_cast<float *>(sm4);
-    const int hd = (int)a.head_dim, L = (int)a.cache_len, kt = cfg.kt, kst = cfg.kst;
-    const int np = (L + LK_CHUNK - 1) / LK_CHUNK;
-    float *qv = sm;                                /* hd, rounded up to 4 */
-    float *red = qv + ((hd + 3) & ~3);             /* LK_ATT_WARPS, rounded to 4 */
-    float *sc = red + ((LK_ATT_WARPS + 3) & ~3);   /* L scores, then e_j */
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid / 32;
-    float *pw = sc + ((L + 3) & ~3) + warp * ((np + 3) & ~3); /* this warp's partials */
-    float *ks = sc + ((L + 3) & ~3) + LK_ATT_WARPS * ((np + 3) & ~3); /* kt x kst */
-    const bool cols = warp * 32 < hd; /* this warp owns output columns */
-    bool first = true;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t item = g.item0 + blockIdx.y;
+    const int64_t r = item / g.n_kv;
+    const int kvh = (int)(item % g.n_kv), c = blockIdx.x, hd = g.hd;
+    const att_rowinfo w = att_row(g, r);
+    const int j0 = c * ATT_C;
+    if (j0 >= w.n)
+        return; /* the row has fewer chunks (uniform in the block) */
+    const int len = w.n - j0 < ATT_C ? w.n - j0 : ATT_C;
+    for (int jj = tid; jj < len; jj += ATT_THREADS) {
+        const int64_t row = att_key(g, w, j0 + jj);
+        krow[jj] = w.kb + row * g.kld + (int64_t)kvh * hd;
+        vrow[jj] = w.vb + row * g.vld + (int64_t)kvh * hd;
+    }
+    const TK *kbase = (const TK *)g.k;
+    const TV *vbase = (const TV *)g.v;
+    __syncthreads(); /* krow, vrow */
+    /* every 128-byte line of the chunk's keys and values asked of L2 at
+     * once: the loads below then wait on L2, not on one HBM round trip
+     * per batch (a block's 64 KB in flight from its start) */
+    {
+        const int kl = (int)((hd * sizeof(TK) + 127) / 128), vl = (int)((hd * sizeof(TV) + 127) / 128);
+        for (int i = tid; i < len * (kl + vl); i += ATT_THREADS) {
+            const int jj = i / (kl + vl), ln = i % (kl + vl);
+            const char *p = ln < kl ? (const char *)(kbase + krow[jj]) + ln * 128
+                                    : (const char *)(vbase + vrow[jj]) + (ln - kl) * 128;
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+        }
+    }
+    float *wsi = g.ws + (item - g.item0) * (int64_t)g.G * g.nc * (hd + 2);
+    float *ws_m = wsi + (int64_t)g.G * g.nc * hd, *ws_l = ws_m + (int64_t)g.G * g.nc;
 
-    for (int64_t b = blockIdx.z; b < a.batch; b += gridDim.z) {
-        for (int64_t t = blockIdx.y; t < a.tokens; t += gridDim.y) {
-            if (!first)
-                __syncthreads(); /* the previous row's reads of shared memory */
-            first = false;
-            const int64_t p = ((const int32_t *)a.pos.data)[lk_md_at(a.pos, b, t, 0)];
-            const TK *kb = (const TK *)a.k.data + b * a.k.batch_stride + kc;
-            const TV *vb = (const TV *)a.v.data + b * a.v.batch_stride + kc;
-            const float qr = tid < hd ? lk_md_load(a.q.data, a.q.dtype, lk_md_at(a.q, b, t, qc + tid))
-                                      : 0.0f;
-            float vpf[LK_DEC_PF];
-            if (tid < hd) {
-#pragma unroll
-                for (int u = 0; u < LK_DEC_PF; u++)
-                    vpf[u] = u < L ? lk_elem<DV>::load(vb + (int64_t)u * a.v.ld, tid) : 0.0f;
+    for (int hs = 0; hs < g.G; hs += g.hb) {
+        const int nh = g.G - hs < g.hb ? g.G - hs : g.hb;
+        const int h0 = kvh * g.G + hs; /* first query head of the pass */
+        __syncthreads(); /* krow/vrow written; the previous pass's reads of qs, es done */
+        for (int i = tid; i < nh * hd; i += ATT_THREADS)
+            qs[i] = lk_md_load(g.q, g.qdt, w.qi + (int64_t)h0 * hd + i);
+        __syncthreads();
+        /* s_j = dot(q_h, k_j) * scale, one thread per (key, head) */
+        for (int it = tid; it < nh * len; it += ATT_THREADS) {
+            const int h = it / len, jj = it % len;
+            const TK *kr = kbase + krow[jj];
+            const float *qv = qs + h * hd;
+            float total = 0.0f;
+            for (int d0 = 0; d0 < hd; d0 += LK_KB) {
+                const int d1 = hd - d0 < LK_KB ? hd : d0 + LK_KB;
+                const float acc = dot_block<DK, VEC>(qv, kr, d0, d1);
+                total = d0 == 0 ? acc : __fadd_rn(total, acc);
             }
-            stage_keys<DK, W>(ks, kst, kb, a.k.ld, 0, kt < L ? kt : L, hd);
-            if (tid < hd)
-                qv[tid] = qr;
-            for (int d = tid + LK_ATT_THREADS; d < hd; d += LK_ATT_THREADS)
-                qv[d] = lk_md_load(a.q.data, a.q.dtype, lk_md_at(a.q, b, t, qc + d));
-            const int n = (int)(p < 0 ? 0 : (p + 1 < L ? p + 1 : L));
-            const int64_t yi = lk_md_at(a.y, b, t, qc);
-            if (n == 0) {
-                for (int d = tid; d < hd; d += LK_ATT_THREADS)
-                    lk_md_store(a.y.data, a.y.dtype, yi + d, 0.0f);
-                continue;
-            }
-
-            /* scores, a tile of keys at a time */
-            float mx = __uint_as_float(0xff800000u); /* -Inf: maximum's identity */
-            for (int j0 = 0; j0 < n; j0 += kt) {
-                if (j0 > 0) {
-                    __syncthreads(); /* the previous tile's reads */
-                    stage_keys<DK, W>(ks, kst, kb, a.k.ld, j0, n - j0 < kt ? n - j0 : kt, hd);
-                }
-                __syncthreads();
-                const int nt = n - j0 < kt ? n - j0 : kt;
-                for (int jj = tid; jj < nt; jj += LK_ATT_THREADS) {
-                    const float *kr = ks + jj * kst;
-                    float total = 0.0f;
-                    for (int d0 = 0; d0 < hd; d0 += LK_KB) {
-                        const int d1 = hd - d0 < LK_KB ? hd : d0 + LK_KB;
-                        float acc = 0.0f;
-                        int d = d0;
-                        for (; d + 4 <= d1; d += 4) {
-                            const float4 kk = *reinterpret_cast<const float4 *>(kr + d);
-                            const float4 qq = *reinterpret_cast<const float4 *>(qv + d);
-                            acc = __fmaf_rn(qq.x, kk.x, acc);
-                            acc = __fmaf_rn(qq.y, kk.y, acc);
-                            acc = __fmaf_rn(qq.z, kk.z, acc);
-                            acc = __fmaf_rn(qq.w, kk.w, acc);
-                        }
-                        for (; d < d1; d++)
-                            acc = __fmaf_rn(qv[d], kr[d], acc);
-                        total = d0 == 0 ? acc : __fadd_rn(total, acc);
-                    }
-                    const float s = __fmul_rn(total, a.scale);
-                    sc[j0 + jj] = s;
-                    mx = lk_maximum(mx, s);
-                }
-            }
-            mx = lk_warp_maximum(mx);
-            if (lane == 0)
-                red[warp] = mx;
-            __syncthreads();
-            mx = red[0];
+            es[h * ATT_C + jj] = __fmul_rn(total, g.scale);
+        }
+        __syncthreads();
+        /* per head, one warp: m_c, e_j = exp(s_j - m_c), l_c */
+        for (int h = warp; h < nh; h += ATT_THREADS / 32) {
+            float *e = es + h * ATT_C;
+            const bool v0 = lane < len, v1 = lane + 32 < len;
+            const float s0 = v0 ? e[lane] : 0.0f, s1 = v1 ? e[lane + 32] : 0.0f;
+            unsigned mk = lk_order_key(-INFINITY); /* the identity */
+            if (v0)
+                mk = max(mk, lk_order_key(s0));
+            if (v1)
+                mk = max(mk, lk_order_key(s1));
+            mk = __reduce_max_sync(LK_FULL_MASK, mk);
+            const float mc = lk_order_key_value(mk);
+            const float e0 = v0 ? lk_cu_exp(__fsub_rn(s0, mc)) : -0.0f;
+            const float e1 = v1 ? lk_cu_exp(__fsub_rn(s1, mc)) : -0.0f;
+            if (v0)
+                e[lane] = e0;
+            if (v1)
+                e[lane + 32] = e1;
+            /* section 5 on one chunk: lane l = e_l, lanes past len -0;
+             * the butterfly's first step (l + 32) in the thread */
+            float x = __fadd_rn(e0, e1);
 #pragma unroll
-            for (int w = 1; w < LK_ATT_WARPS; w++)
-                mx = lk_maximum(mx, red[w]);
-            for (int j = tid; j < n; j += LK_ATT_THREADS)
-                sc[j] = lk_cu_exp(__fsub_rn(sc[j], mx));
-            __syncthreads();
-            if (!cols)
-                continue;
-
-            /* s = lane sum of e_j, by each column warp on its own */
-            const int nch = (n + LK_CHUNK - 1) / LK_CHUNK;
-            float s;
-            if (nch == 1) {
-                s = lk_warp_chunk<false>(lk_f32_src{sc}, 0, n);
-            } else {
-                for (int c = 0; c < nch; c++) {
-                    const int len = n - c * LK_CHUNK < LK_CHUNK ? n - c * LK_CHUNK : LK_CHUNK;
-                    const float v = lk_warp_chunk<false>(lk_f32_src{sc}, (int64_t)c * LK_CHUNK, len);
-                    if (lane == 0)
-                        pw[c] = v;
-                }
-                __syncwarp();
-                s = lk_warp_chunk<false>(lk_f32_src{pw}, 0, nch);
-            }
-            const float rs = __fdiv_rn(1.0f, __shfl_sync(LK_FULL_MASK, s, 0));
-
-            /* P.V, p_j = e_j * r */
-            for (int d = tid; d < hd; d += LK_ATT_THREADS) {
-                const TV *vp = vb + d;
-                float total = 0.0f;
-                for (int j0 = 0; j0 < n; j0 += LK_KB) {
-                    const int j1 = n - j0 < LK_KB ? n : j0 + LK_KB;
-                    float acc = 0.0f;
-                    int j = j0;
-                    if (j0 == 0 && d == tid) {
-#pragma unroll
-                        for (int u = 0; u < LK_DEC_PF; u++)
-                            if (u < j1)
-                                acc = __fmaf_rn(__fmul_rn(sc[u], rs), vpf[u], acc);
-                        j = j1 < LK_DEC_PF ? j1 : LK_DEC_PF;
-                    }
-                    for (; j < j1; j += 16) { /* 16 loads in flight, the tail too */
-                        float vv[16];
-#pragma unroll
-                        for (int u = 0; u < 16; u++)
-                            if (j + u < j1)
-                                vv[u] = lk_elem<DV>::load(vp, (int64_t)(j + u) * a.v.ld);
-#pragma unroll
-                        for (int u = 0; u < 16; u++)
-                            if (j + u < j1)
-                                acc = __fmaf_rn(__fmul_rn(sc[j + u], rs), vv[u], acc);
-                    }
-                    total = j0 == 0 ? acc : __fadd_rn(total, acc);
-                }
-                lk_md_store(a.y.data, a.y.dtype, yi + d, total);
+            for (int s = 16; s >= 1; s >>= 1)
+                x = __fadd_rn(x, __shfl_down_sync(LK_FULL_MASK, x, s));
+            if (lane == 0) {
+                const int64_t si = (int64_t)(hs + h) * g.nc + c;
+                ws_m[si] = mc;
+                ws_l[si] = x;
             }
         }
+        __syncthreads();
+        /* o_c[d] = fma chain of e_j v_j,d over the chunk, every head of the
+         * pass from one load of v */
+        for (int d = tid; d < hd; d += ATT_THREADS) {
+            float acc[ATT_HB];
+#pragma unroll
+            for (int h = 0; h < ATT_HB; h++)
+                acc[h] = 0.0f;
+            int jj = 0;
+            for (; jj + 16 <= len; jj += 16) {
+                float vv[16];
+#pragma unroll
+                for (int u = 0; u < 16; u++)
+                    vv[u] = lk_elem<DV>::load(vbase + vrow[jj + u], d);
+#pragma unroll
+                for (int u = 0; u < 16; u++)
+#pragma unroll
+                    for (int h = 0; h < ATT_HB; h++)
+                        if (h < nh)
+                            acc[h] = __fmaf_rn(es[h * ATT_C + jj + u], vv[u], acc[h]);
+            }
+            for (; jj < len; jj++) {
+                const float vv = lk_elem<DV>::load(vbase + vrow[jj], d);
+#pragma unroll
+                for (int h = 0; h < ATT_HB; h++)
+                    if (h < nh)
+                        acc[h] = __fmaf_rn(es[h * ATT_C + jj], vv, acc[h]);
+            }
+#pragma unroll
+            for (int h = 0; h < ATT_HB; h++)
+                if (h < nh)
+                    wsi[((int64_t)(hs + h) * g.nc + c) * hd + d] = acc[h];
+        }
+    }
+}
+
+/* One block per (item, query head of its group): the chunks in order.
+ * The chain of additions is the contract's and serial; what is not is
+ * made parallel: the block computes a tile of weights w_c (-1 marks a
+ * skipped chunk: a weight is never negative) into shared memory, and each
+ * thread loads 32 chunks' o_c ahead of its 32 additions. */
+#define ATT_CT 1024 /* chunks a tile */
+#define ATT_CB 32   /* o_c loads in flight a thread */
+
+__global__ void __launch_bounds__(ATT_THREADS) att_combine_kernel(const att_geom g)
+{
+    __shared__ unsigned redk[ATT_THREADS / 32];
+    __shared__ float wsm[ATT_CT], lsm[ATT_CT];
+    lk_pdl_wait(); /* the chunk kernel's states */
+    lk_pdl_trigger();
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, hd = g.hd;
+    const int64_t item = g.item0 + blockIdx.x;
+    const int64_t r = item / g.n_kv;
+    const int kvh = (int)(item % g.n_kv), hg = blockIdx.y, h = kvh * g.G + hg;
+    const att_rowinfo w = att_row(g, r);
+    const int64_t yi = w.yi + (int64_t)h * hd;
+    if (w.n == 0) {
+        for (int d = tid; d < hd; d += ATT_THREADS)
+            lk_md_store(g.y, g.ydt, yi + d, 0.0f);
+        return;
+    }
+    const int nc = (w.n + ATT_C - 1) / ATT_C;
+    const float *wsi = g.ws + (item - g.item0) * (int64_t)g.G * g.nc * (hd + 2);
+    const float *o_c = wsi + (int64_t)hg * g.nc * hd;
+    const float *m_c = wsi + (int64_t)g.G * g.nc * hd + (int64_t)hg * g.nc;
+    const float *l_c = m_c + (int64_t)g.G * g.nc;
+    /* m = maximum of the m_c (exact in any order) */
+    unsigned mk = lk_order_key(-INFINITY);
+    for (int c = tid; c < nc; c += ATT_THREADS)
+        mk = max(mk, lk_order_key(m_c[c]));
+    mk = __reduce_max_sync(LK_FULL_MASK, mk);
+    if (lane == 0)
+        redk[warp] = mk;
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < ATT_THREADS / 32; i++)
+        mk = max(mk, redk[i]);
+    const float m = lk_order_key_value(mk);
+    for (int d0 = 0; d0 < hd; d0 += ATT_THREADS) {
+        const int d = d0 + tid;
+        float l = -0.0f, o = -0.0f;
+        for (int c0 = 0; c0 < nc; c0 += ATT_CT) {
+            const int cn = nc - c0 < ATT_CT ? nc - c0 : ATT_CT;
+            __syncthreads(); /* the previous tile's reads */
+            for (int i = tid; i < cn; i += ATT_THREADS) {
+                const float mc = m_c[c0 + i];
+                wsm[i] = mc == -INFINITY && m != -INFINITY ? -1.0f
+                                                           : lk_cu_exp(__fsub_rn(mc, m));
+                lsm[i] = l_c[c0 + i];
+            }
+            __syncthreads();
+            for (int i0 = 0; i0 < cn; i0 += ATT_CB) {
+                float ov[ATT_CB];
+#pragma unroll
+                for (int u = 0; u < ATT_CB; u++)
+                    ov[u] = d < hd && i0 + u < cn ? o_c[(int64_t)(c0 + i0 + u) * hd + d] : 0.0f;
+#pragma unroll
+                for (int u = 0; u < ATT_CB; u++) {
+                    if (i0 + u >= cn)
+                        break;
+                    const float wc = wsm[i0 + u];
+                    if (wc < 0.0f)
+                        continue; /* every score of the chunk -Inf */
+                    l = __fadd_rn(l, __fmul_rn(lsm[i0 + u], wc));
+                    o = __fadd_rn(o, __fmul_rn(ov[u], wc));
+                }
+            }
+        }
+        if (d < hd)
+            lk_md_store(g.y, g.ydt, yi + d, __fmul_rn(o, __fdiv_rn(1.0f, l)));
     }
 }
 
 template <lk_dtype DK, lk_dtype DV>
-void launch(dim3 grid, size_t smem, cudaStream_t st, const lk_attention_args &a, float *ws,
-            bool vec)
+void launch_chunks(dim3 grid, size_t smem, cudaStream_t st, const att_geom &g, bool vec)
 {
     if (vec)
-        lk_launch(attention_kernel<DK, DV, DK == LK_F32>, grid, LK_ATT_THREADS, smem, st, a, ws);
+        lk_launch(att_chunk_kernel<DK, DV, DK == LK_F32>, grid, ATT_THREADS, smem, st, g);
     else
-        lk_launch(attention_kernel<DK, DV, false>, grid, LK_ATT_THREADS, smem, st, a, ws);
+        lk_launch(att_chunk_kernel<DK, DV, false>, grid, ATT_THREADS, smem, st, g);
 }
 
-template <lk_dtype DK, lk_dtype DV>
-void launch_decode(dim3 grid, size_t smem, cudaStream_t st, const lk_attention_args &a,
-                   att_dec_cfg cfg, bool vec)
+/* Both ops: rows x n_kv items, in launch pairs of as many items as the
+ * workspace holds.  keys: the most keys a row sees. */
+lk_status att_run(lk_op_scope &op, const lk_cuda_queue *q, att_geom g, int64_t rows,
+                  int64_t keys, lk_dtype kdt, lk_dtype vdt, bool vec, const char *fn)
 {
-    constexpr int W = 16 / (int)sizeof(typename lk_elem<DK>::T);
-    if (vec)
-        lk_launch(attention_decode_kernel<DK, DV, W>, grid, LK_ATT_THREADS, smem, st, a, cfg);
-    else
-        lk_launch(attention_decode_kernel<DK, DV, 1>, grid, LK_ATT_THREADS, smem, st, a, cfg);
-}
-
-/* LOCKSTEP_CUDA_ATTENTION: "block" runs every call on the block kernel,
- * "decode" every call that fits on the decode kernel (to test it on every
- * shape); otherwise the decode kernel takes one-token calls. */
-int variant()
-{
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("LOCKSTEP_CUDA_ATTENTION");
-        v = e && strcmp(e, "block") == 0 ? 1 : e && strcmp(e, "decode") == 0 ? 2 : 0;
+    if (keys < 1 || rows < 1)
+        keys = 1;
+    const int64_t nc = (keys + ATT_C - 1) / ATT_C;
+    if (g.hd > ATT_HD_MAX || nc > INT32_MAX / 2 || g.n_kv > 65535 || g.G > 65535)
+        return op.fail(LK_ERR_UNSUPPORTED, "%s: head_dim %d, %lld keys or %d KV heads are too "
+                       "many on CUDA", fn, g.hd, (long long)keys, g.n_kv);
+    g.nc = (int)nc;
+    g.hb = g.G < ATT_HB ? g.G : ATT_HB;
+    while (g.hb > 1 && g.hb * g.hd > 2 * ATT_HD_MAX)
+        g.hb--;
+    const int64_t per = (int64_t)g.G * nc * (g.hd + 2) * (int64_t)sizeof(float);
+    const int64_t cap = per > 0 ? (int64_t)(q->ws_bytes / (size_t)per) : 0;
+    if (cap < 1 || ((uintptr_t)q->ws & 15) != 0)
+        return op.fail(LK_ERR_UNSUPPORTED,
+                       "%s: %lld keys with %d heads a KV head need %lld bytes of CUDA workspace "
+                       "(LOCKSTEP_CUDA_WORKSPACE), the queue has %zu",
+                       fn, (long long)keys, g.G, (long long)per, q->ws_bytes);
+    g.ws = (float *)q->ws;
+    const int64_t items = rows * g.n_kv;
+    const int64_t step = cap < 65535 ? cap : 65535;
+    const size_t smem = (size_t)(att_q_floats(g.hb, g.hd) + g.hb * ATT_C) * sizeof(float);
+    for (int64_t i0 = 0; i0 < items; i0 += step) {
+        const int64_t ni = items - i0 < step ? items - i0 : step;
+        g.item0 = i0;
+        LK_FLOAT_SWITCH(kdt, DK, LK_FLOAT_SWITCH(vdt, DV, {
+            launch_chunks<DK, DV>(dim3((unsigned)nc, (unsigned)ni), smem, op.stream(), g, vec);
+        }));
+        lk_launch(att_combine_kernel, dim3((unsigned)ni, (unsigned)g.G), ATT_THREADS, 0,
+                  op.stream(), g);
     }
-    return v;
+    return op.launched();
 }
 
-bool aligned16(const lk_tensor &t)
+bool vec_ok(const void *k, int64_t kld, int64_t kbs, int hd, lk_dtype kdt)
 {
-    return ((uintptr_t)t.data & 15) == 0 && t.ld % 4 == 0 && t.batch_stride % 4 == 0;
+    return kdt == LK_F32 && ((uintptr_t)k & 15) == 0 && kld % 4 == 0 && kbs % 4 == 0 &&
+           hd % 4 == 0;
+}
+
+/* The paged write: one block per row, its key and value rows copied. */
+template <typename T>
+__global__ void __launch_bounds__(ATT_THREADS) kv_write_kernel(lk_kv_write_paged_args a)
+{
+    lk_pdl_wait();
+    lk_pdl_trigger();
+    const int64_t r = blockIdx.x;
+    /* the last row naming the same slot wins: an earlier one skips */
+    const int32_t *pos = (const int32_t *)a.pos.data, *seq = (const int32_t *)a.seq.data;
+    const int64_t j = pos[r * a.pos.ld], s = seq[r * a.seq.ld];
+    for (int64_t r2 = r + 1; r2 < a.rows; r2++)
+        if (pos[r2 * a.pos.ld] == j && seq[r2 * a.seq.ld] == s)
+            return;
+    const int32_t *tab = (const int32_t *)a.table.data;
+    const int64_t row = (int64_t)tab[s * a.table.ld + j / a.page_size] * a.page_size +
+                        j % a.page_size;
+    const T *kn = (const T *)a.k_new.data + r * a.k_new.ld;
+    const T *vn = (const T *)a.v_new.data + r * a.v_new.ld;
+    T *kd = (T *)a.k.data + row * a.k.ld, *vd = (T *)a.v.data + row * a.v.ld;
+    for (int64_t c = threadIdx.x; c < a.k_new.cols; c += ATT_THREADS) {
+        kd[c] = kn[c];
+        vd[c] = vn[c];
+    }
 }
 
 } // namespace
@@ -528,65 +436,66 @@ extern "C" lk_status lk_cuda_attention(void *queue, const lk_attention_args *a)
     if (!op.ok())
         return op.status();
     const lk_cuda_queue *q = (const lk_cuda_queue *)queue;
-    const int64_t L = a->cache_len, nparts = (L + LK_CHUNK - 1) / LK_CHUNK;
-    if (a->n_head > INT32_MAX)
-        return op.fail(LK_ERR_UNSUPPORTED, "lk_attention: more than 2^31 - 1 heads on CUDA");
-    const int64_t hd = a->head_dim;
-    if (L > INT32_MAX / 2 || hd > 65536 || att_big_floats(L, hd) > INT32_MAX)
+    if (a->head_dim > ATT_HD_MAX)
+        return op.fail(LK_ERR_UNSUPPORTED, "lk_attention: head_dim %lld is too large on CUDA",
+                       (long long)a->head_dim);
+    att_geom g;
+    memset(&g, 0, sizeof g);
+    g.q = a->q.data, g.k = a->k.data, g.v = a->v.data, g.y = a->y.data;
+    g.qdt = a->q.dtype, g.ydt = a->y.dtype;
+    g.qld = a->q.ld, g.qbs = a->q.batch_stride;
+    g.kld = a->k.ld, g.kbs = a->k.batch_stride;
+    g.vld = a->v.ld, g.vbs = a->v.batch_stride;
+    g.yld = a->y.ld, g.ybs = a->y.batch_stride;
+    g.pos = (const int32_t *)a->pos.data, g.pld = a->pos.ld, g.pbs = a->pos.batch_stride;
+    g.seq = nullptr, g.tab = nullptr, g.sld = g.tld = 0, g.ps = 1;
+    g.tokens = a->tokens, g.L = a->cache_len;
+    g.n_head = (int)a->n_head, g.n_kv = (int)a->n_kv, g.hd = (int)a->head_dim;
+    g.G = (int)(a->n_head / a->n_kv);
+    g.scale = a->scale;
+    const bool vec = vec_ok(a->k.data, a->k.ld, a->k.batch_stride, g.hd, a->k.dtype);
+    return att_run(op, q, g, a->batch * a->tokens, a->cache_len, a->k.dtype, a->v.dtype, vec,
+                   "lk_attention");
+}
+
+extern "C" lk_status lk_cuda_attention_paged(void *queue, const lk_attention_paged_args *a)
+{
+    lk_op_scope op(queue, "lk_attention_paged");
+    if (!op.ok())
+        return op.status();
+    const lk_cuda_queue *q = (const lk_cuda_queue *)queue;
+    if (a->head_dim > ATT_HD_MAX)
         return op.fail(LK_ERR_UNSUPPORTED,
-                       "lk_attention: cache_len %lld with head_dim %lld is too large on CUDA",
-                       (long long)L, (long long)hd);
-    const int64_t fixed =
-        (((hd + 3) & ~(int64_t)3) + ((LK_ATT_WARPS + 2 + 3) & ~3) + ((nparts + 3) & ~(int64_t)3)) * 4;
-    const int64_t big = att_big_floats(L, hd) * 4;
-    unsigned gy = (unsigned)(a->tokens < 65535 ? a->tokens : 65535);
-    unsigned gz = (unsigned)(a->batch < 65535 ? a->batch : 65535);
-    const int var = variant();
-    if (var != 1 && (a->tokens == 1 || var == 2)) {
-        /* the decode kernel, when its shared memory holds a tile of at
-         * least 8 keys next to all L scores */
-        const int64_t hd4 = (hd + 3) & ~(int64_t)3;
-        att_dec_cfg cfg;
-        cfg.kst = (int)((hd4 / 4) % 2 == 0 ? hd4 + 4 : hd4);
-        const int64_t room = LK_ATT_SMEM_MAX / 4 - att_dec_fixed(L, hd);
-        const int64_t kt = room / cfg.kst;
-        if (kt >= 8) {
-            cfg.kt = (int)(kt < LK_ATT_THREADS ? kt : LK_ATT_THREADS);
-            const size_t smem = (size_t)(att_dec_fixed(L, hd) + (int64_t)cfg.kt * cfg.kst) * 4;
-            const size_t es = lk_dtype_bytes(a->k.dtype);
-            const int64_t w = 16 / (int64_t)es;
-            const bool vec = ((uintptr_t)a->k.data & 15) == 0 && a->k.ld % w == 0 &&
-                             a->k.batch_stride % w == 0 && hd % w == 0;
-            dim3 grid((unsigned)a->n_head, gy, gz);
-            LK_FLOAT_SWITCH(a->k.dtype, DK, LK_FLOAT_SWITCH(a->v.dtype, DV, {
-                launch_decode<DK, DV>(grid, smem, op.stream(), *a, cfg, vec);
-            }));
-            return op.launched();
-        }
-    }
-    float *ws = nullptr;
-    int64_t smem = fixed + big;
-    if (smem > LK_ATT_SMEM_MAX) {
-        /* scores in the workspace: as many resident (token, sequence)
-         * slices as it holds */
-        smem = fixed;
-        const int64_t per = a->n_head * big;
-        int64_t slices = per > 0 ? (int64_t)(q->ws_bytes / (size_t)per) : 0;
-        if (smem > LK_ATT_SMEM_MAX || slices < 1 || ((uintptr_t)q->ws & 15) != 0)
-            return op.fail(LK_ERR_UNSUPPORTED,
-                           "lk_attention: cache_len %lld with %lld heads needs %lld bytes of "
-                           "CUDA workspace (LOCKSTEP_CUDA_WORKSPACE), the queue has %zu",
-                           (long long)L, (long long)a->n_head, (long long)per, q->ws_bytes);
-        if ((int64_t)gz > slices)
-            gz = (unsigned)slices;
-        if ((int64_t)gy * gz > slices)
-            gy = (unsigned)(slices / gz);
-        ws = (float *)q->ws;
-    }
-    const bool vec = aligned16(a->k) && hd % 4 == 0;
-    dim3 grid((unsigned)a->n_head, gy, gz);
-    LK_FLOAT_SWITCH(a->k.dtype, DK, LK_FLOAT_SWITCH(a->v.dtype, DV, {
-        launch<DK, DV>(grid, (size_t)smem, op.stream(), *a, ws, vec);
-    }));
+                       "lk_attention_paged: head_dim %lld is too large on CUDA",
+                       (long long)a->head_dim);
+    att_geom g;
+    memset(&g, 0, sizeof g);
+    g.q = a->q.data, g.k = a->k.data, g.v = a->v.data, g.y = a->y.data;
+    g.qdt = a->q.dtype, g.ydt = a->y.dtype;
+    g.qld = a->q.ld, g.kld = a->k.ld, g.vld = a->v.ld, g.yld = a->y.ld;
+    g.pos = (const int32_t *)a->pos.data, g.pld = a->pos.ld;
+    g.seq = (const int32_t *)a->seq.data, g.sld = a->seq.ld;
+    g.tab = (const int32_t *)a->table.data, g.tld = a->table.ld, g.ps = a->page_size;
+    g.tokens = 1, g.L = 0;
+    g.n_head = (int)a->n_head, g.n_kv = (int)a->n_kv, g.hd = (int)a->head_dim;
+    g.G = (int)(a->n_head / a->n_kv);
+    g.scale = a->scale;
+    const bool vec = vec_ok(a->k.data, a->k.ld, 0, g.hd, a->k.dtype);
+    return att_run(op, q, g, a->rows, a->max_keys, a->k.dtype, a->v.dtype, vec,
+                   "lk_attention_paged");
+}
+
+extern "C" lk_status lk_cuda_kv_write_paged(void *queue, const lk_kv_write_paged_args *a)
+{
+    lk_op_scope op(queue, "lk_kv_write_paged");
+    if (!op.ok())
+        return op.status();
+    if (a->rows > INT32_MAX)
+        return op.fail(LK_ERR_UNSUPPORTED, "lk_kv_write_paged: too many rows on CUDA");
+    const dim3 grid((unsigned)a->rows);
+    if (lk_dtype_bytes(a->k.dtype) == 4)
+        lk_launch(kv_write_kernel<uint32_t>, grid, ATT_THREADS, 0, op.stream(), *a);
+    else
+        lk_launch(kv_write_kernel<uint16_t>, grid, ATT_THREADS, 0, op.stream(), *a);
     return op.launched();
 }

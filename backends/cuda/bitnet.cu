@@ -284,7 +284,8 @@ struct bn_sm { /* the block's small shared state */
     float sc[2][BN_MAX_ROWS];         /* this phase's weight scales (up rows: [1]) */
     float xsh[BN_MAX_B][BN_MAX_ROWS]; /* this block's rows of x (it alone writes them) */
     unsigned redk[BN_WARPS];
-    float sum;
+    /* attention's chunks (numerics.md 12.3): maximum, lane sum, weight */
+    float cm[BN_MAX_CTX / 64], cl[BN_MAX_CTX / 64], cw[BN_MAX_CTX / 64];
     int pos[BN_MAX_B];
     /* RoPE's sine and cosine of pair i at each sequence's position: the
      * same in every layer, so taken once a launch */
@@ -902,51 +903,83 @@ __device__ __noinline__ void bn_attention(const bn_kargs &a, const bn_layer &L, 
         }
     }
     bn_sync();
-    /* softmax over the n scores; their maximum (lk_maximum's, which is
-     * exact and the same in any order) as an unsigned maximum of keys
-     * (lk_order_key): one redux a warp and one over the warps' keys, not
-     * two chains of lk_maximum */
+    /* section 12.3's chunks of 64 keys.  m = the maximum of every score
+     * (lk_maximum's, exact and the same in any order, so also the maximum
+     * of the chunk maxima) as an unsigned maximum of keys (lk_order_key):
+     * one redux a warp and one over the warps' keys */
     unsigned mk = lk_order_key(-INFINITY); /* the identity */
     for (int j = tid; j < n; j += BN_THREADS)
         mk = max(mk, lk_order_key(e[j]));
     mk = __reduce_max_sync(LK_FULL_MASK, mk);
     if ((tid & 31) == 0)
         S.redk[tid >> 5] = mk;
+    /* m_c, one warp a chunk */
+    const int lane = tid & 31, nc = (n + 63) / 64;
+    for (int c = tid >> 5; c < nc; c += BN_WARPS) {
+        const int j = c * 64 + lane;
+        unsigned ck = lk_order_key(-INFINITY);
+        if (j < n)
+            ck = max(ck, lk_order_key(e[j]));
+        if (j + 32 < n)
+            ck = max(ck, lk_order_key(e[j + 32]));
+        ck = __reduce_max_sync(LK_FULL_MASK, ck);
+        if (lane == 0)
+            S.cm[c] = lk_order_key_value(ck);
+    }
     bn_sync();
     mk = __reduce_max_sync(LK_FULL_MASK, (tid & 31) < BN_WARPS ? S.redk[tid & 31] : 0u);
     const float m = lk_order_key_value(mk);
+    /* e_j = exp(s_j - m_c) */
     for (int j = tid; j < n; j += BN_THREADS)
-        e[j] = lk_cu_exp(__fsub_rn(e[j], m));
+        e[j] = lk_cu_exp(__fsub_rn(e[j], S.cm[j >> 6]));
     bn_sync();
-    if (tid < 32) {
-        const float s = lk_warp_chunk<false>(lk_f32_src{e}, 0, n);
-        if (tid == 0)
-            S.sum = s;
+    /* l_c: the chunk's 64 lanes (lane l: e_l, then + e_{l+32}), the
+     * butterfly; w_c = exp(m_c - m) */
+    for (int c = tid >> 5; c < nc; c += BN_WARPS) {
+        const int j = c * 64 + lane;
+        float x = __fadd_rn(j < n ? e[j] : -0.0f, j + 32 < n ? e[j + 32] : -0.0f);
+#pragma unroll
+        for (int s = 16; s >= 1; s >>= 1)
+            x = __fadd_rn(x, __shfl_down_sync(LK_FULL_MASK, x, s));
+        if (lane == 0) {
+            S.cl[c] = x;
+            S.cw[c] = lk_cu_exp(__fsub_rn(S.cm[c], m));
+        }
     }
     bn_sync();
-    /* out_i = dot over j of p_j v_j,i in KB blocks, p_j = e_j r rounded as
-     * softmax stores it (taken where it is used): a long context's first
-     * tile again, then the others (a short one's is in place) */
-    const float r = __fdiv_rn(1.0f, S.sum);
-    float acc = 0.0f, total = 0.0f;
-    static_assert(LK_KB % 64 == 0, "a KB block starts at a tile's start (tiles of 32 or 64 keys)");
+    /* o_c,i = the fma chain of e_j v_j,i over chunk c, added to o as
+     * o + o_c,i w_c in chunk order (a chunk of -Inf scores only is
+     * skipped); l likewise; a long context's first tile again, then the
+     * others (a short one's is in place).  Tiles of 32 or 64 keys: a chunk
+     * starts at a tile's start. */
+    auto skip = [&](int c) { return S.cm[c] == -INFINITY && m != -INFINITY; };
+    float acc = 0.0f, o = -0.0f;
 #pragma unroll 1
     for (int j0 = 0; j0 < n; j0 += tk) {
         const int nt = n - j0 < tk ? n - j0 : tk;
         if (n > tk)
             tile(j0, nt);
-        if (j0 > 0 && j0 % LK_KB == 0) { /* the next KB block */
-            total = j0 == LK_KB ? acc : __fadd_rn(total, acc);
+        if (j0 > 0 && j0 % 64 == 0) { /* the next chunk */
+            const int c = j0 / 64 - 1;
+            if (!skip(c))
+                o = __fadd_rn(o, __fmul_rn(acc, S.cw[c]));
             acc = 0.0f;
         }
         if (tid < hd) /* no branch inside: the loads run ahead of the chain */
 #pragma unroll 8
             for (int jj = 0; jj < nt; jj++)
-                acc = __fmaf_rn(__fmul_rn(e[j0 + jj], r), vt[jj * hd + tid], acc);
+                acc = __fmaf_rn(e[j0 + jj], vt[jj * hd + tid], acc);
     }
     if (tid < hd) {
-        total = n <= LK_KB ? acc : __fadd_rn(total, acc);
-        a.att[(size_t)b * a.qd + h * hd + tid] = lk_canon_f32(total);
+        const int cl = nc - 1;
+        if (!skip(cl))
+            o = __fadd_rn(o, __fmul_rn(acc, S.cw[cl]));
+        float l = -0.0f;
+        for (int c = 0; c < nc; c++)
+            if (!skip(c))
+                l = __fadd_rn(l, __fmul_rn(S.cl[c], S.cw[c]));
+        const float r = __fdiv_rn(1.0f, l);
+        a.att[(size_t)b * a.qd + h * hd + tid] = lk_canon_f32(__fmul_rn(o, r));
     }
     bn_sync();
 }

@@ -532,6 +532,8 @@ static const lk_device_iface lk_cuda_iface = {
     .graph_destroy = lk_cuda_graph_destroy,
     .queue_capturing = lk_cuda_queue_capturing,
     .mem_reachable = lk_cuda_mem_reachable,
+    .attention_paged = lk_cuda_attention_paged,
+    .kv_write_paged = lk_cuda_kv_write_paged,
 };
 
 /* The kernel table, for lk_bitnet_decode's composition (bitnet.cu). */

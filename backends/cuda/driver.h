@@ -15,8 +15,11 @@
  *   the queue is created: LOCKSTEP_CUDA_WORKSPACE bytes (suffixes K, M, G;
  *   default LK_CUDA_WORKSPACE_DEFAULT).  Every op has a path that needs no
  *   workspace; a larger workspace only lets more of them take a faster
- *   multi-block path.  The one op that needs it, lk_quantize_ternary of a
- *   tensor with more than (workspace / 4 - 1) rows, says so. */
+ *   multi-block path.  The ops that need it say so: lk_quantize_ternary of
+ *   a tensor with more than (workspace / 4 - 1) rows, and attention (both
+ *   lk_attention and lk_attention_paged keep their chunks' partial states
+ *   there: (n_head / n_kv) ceil(keys / 64) (head_dim + 2) floats per row
+ *   and KV head at least; attention.cu). */
 #ifndef LK_CUDA_DRIVER_H
 #define LK_CUDA_DRIVER_H
 
@@ -115,6 +118,8 @@ int lk_cuda_tc_wgmma_loaded(const lk_cuda_device *dev);
 /* the transformer ops (rope.cu, attention.cu, embedding.cu) */
 lk_status lk_cuda_rope(void *queue, const lk_rope_args *a);
 lk_status lk_cuda_attention(void *queue, const lk_attention_args *a);
+lk_status lk_cuda_attention_paged(void *queue, const lk_attention_paged_args *a);
+lk_status lk_cuda_kv_write_paged(void *queue, const lk_kv_write_paged_args *a);
 lk_status lk_cuda_embedding(void *queue, const lk_embedding_args *a);
 /* lk_set_rows (set_rows.cu) */
 lk_status lk_cuda_set_rows(void *queue, const lk_set_rows_args *a);

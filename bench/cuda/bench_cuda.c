@@ -810,6 +810,72 @@ static void bench_rows(int kind, int64_t rows, int64_t cols)
     free(r);
 }
 
+/* ---------------------------------------------------- decode attention */
+
+/* One decode step's attention of a 30-layer BitNet-2B-4T (20 query heads,
+ * 5 KV heads of 128 dims, f32 caches in the model's kv layout: keys and
+ * values as column slices of one keys x 1280 tensor per layer) at `keys`
+ * keys: every call reads the 30 caches, 30 x keys x 5120 bytes, once. */
+#define ATT_LAYERS 30
+typedef struct attn_arg {
+    int64_t keys;
+    float *kv[ATT_LAYERS], *q, *y;
+    int32_t *pos;
+} attn_arg;
+
+static void run_attn(void *p)
+{
+    attn_arg *a = p;
+    const int64_t kvd = 5 * 128;
+    lk_tensor tq = lk_mat(a->q, LK_F32, 1, 20 * 128), ty = lk_mat(a->y, LK_F32, 1, 20 * 128);
+    lk_tensor tp = lk_mat(a->pos, LK_I32, 1, 1);
+    for (int l = 0; l < ATT_LAYERS; l++) {
+        lk_tensor tk = lk_mat(a->kv[l], LK_F32, a->keys, kvd);
+        lk_tensor tv = lk_mat(a->kv[l] + kvd, LK_F32, a->keys, kvd);
+        tk.ld = tv.ld = 2 * kvd;
+        CHECK_LK(lk_attention(q, &tq, &tk, &tv, &tp, 20, 5, 0.08838834764831845f, &ty, 1));
+    }
+}
+
+static void bench_attention(int64_t keys)
+{
+    char name[64];
+    snprintf(name, sizeof name, "attention decode %lld keys x%d", (long long)keys, ATT_LAYERS);
+    if (!wanted(name))
+        return;
+    attn_arg *a = calloc(1, sizeof *a);
+    if (!a) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    const size_t cache = (size_t)keys * 2 * 640 * 4;
+    a->keys = keys;
+    for (int l = 0; l < ATT_LAYERS; l++) {
+        a->kv[l] = dalloc(cache);
+        dfill(a->kv[l], cache, LK_F32);
+    }
+    a->q = dalloc(20 * 128 * 4);
+    a->y = dalloc(20 * 128 * 4);
+    a->pos = dalloc(4);
+    dfill(a->q, 20 * 128 * 4, LK_F32);
+    const int32_t p = (int32_t)(keys - 1);
+    CHECK_LK(lk_memcpy(q, a->pos, &p, 4, LK_COPY_HOST_TO_DEVICE));
+    CHECK_LK(lk_queue_sync(q));
+    const double bytes = (double)cache * ATT_LAYERS;
+    double ours = time_us(run_attn, a);
+    /* the floor: reading the bytes once at the copy's rate (a copy moves
+     * each byte twice, read and write) */
+    const double floor_us = bytes / (copy_gbs * 1e3);
+    fprintf(txt, "%-40s KV %.1f MB, copy-bandwidth floor %.1f us\n", name, bytes / 1e6,
+            floor_us);
+    row(name, ours, "KV read at copy rate", floor_us, "GB/s", bytes);
+    target(name, floor_us / ours, 0.60); /* KV read rate / copy bandwidth */
+    for (int l = 0; l < ATT_LAYERS; l++)
+        lk_free(gpu, a->kv[l]);
+    lk_free(gpu, a->q), lk_free(gpu, a->y), lk_free(gpu, a->pos);
+    free(a);
+}
+
 /* The FP32 peak of the current CUDA device in GFLOP/s (FMA lanes x 2 x the SM clock): the
  * f32 GEMM's compute floor; 0 where the lanes an SM are not known. */
 static double fp32_peak_gflops(void)
@@ -933,6 +999,7 @@ int main(int argc, char **argv)
         bench_gemv(6912, 2560);
         bench_rows(0, 1, (int64_t)1 << 24);
         bench_rows(1, 1024, 4096);
+        bench_attention(4096);
     } else {
         bench_gemm(4096, 4096, 4096);
         bench_gemm(2048, 3072, 768);
@@ -945,6 +1012,8 @@ int main(int argc, char **argv)
             bench_rows(kind, 4096, 4096);
             bench_rows(kind, 16384, 8192);
         }
+        bench_attention(4096);
+        bench_attention(32768);
     }
     fprintf(txt, "\n%d target%s missed\n", failures, failures == 1 ? "" : "s");
     if (json)

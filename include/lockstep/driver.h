@@ -133,9 +133,10 @@ typedef struct lk_attention_args {
 
 /* attention_paged (include/lockstep/ops.h): row r reads keys 0 .. pos[r]
  * of sequence seq[r] through the block table.  The core has read table,
- * seq and pos: every page a row reads is in [0, n_pages). */
+ * seq and pos: every page a row reads is in [0, n_pages), and max_keys is
+ * the largest pos[r] + 1 (0 when every position is negative). */
 typedef struct lk_attention_paged_args {
-    int64_t rows, n_head, n_kv, head_dim, page_size, n_pages;
+    int64_t rows, n_head, n_kv, head_dim, page_size, n_pages, max_keys;
     float scale;
     lk_tensor q, k, v, table, seq, pos, y; /* table: n_seq x max_pages */
 } lk_attention_paged_args;

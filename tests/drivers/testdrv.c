@@ -374,6 +374,8 @@ static const char *const op_names[LK_OP_COUNT_] = {
     [LK_OP_GLU] = "glu",
     [LK_OP_RMSNORM_TERNARY_LINEAR] = "rmsnorm_ternary_linear",
     [LK_OP_BITNET_DECODE] = "bitnet_decode",
+    [LK_OP_ATTENTION_PAGED] = "attention_paged",
+    [LK_OP_KV_WRITE_PAGED] = "kv_write_paged",
 };
 
 static lk_op op_from_env(const char *var)
