@@ -595,6 +595,7 @@ struct bn_model {
     int64_t *h_rows; /* per entry: its first row */
     unsigned flags;
     lk_graph **step; /* BN_GRAPH: the whole decode step of b + 1 sequences */
+    int64_t *step_len; /* the cache_len each was captured with */
     int64_t last_b;  /* the batch of the last decode step, 0: none yet */
     int att_mode;    /* the last call's ATT_* */
     void **hbufs;    /* host copies of the fused projections (host devices read them) */
@@ -1199,7 +1200,9 @@ static void drop_graphs(bn_model *m)
     for (int64_t b = 0; m->step && b < m->max_seqs; b++)
         lk_graph_destroy(m->step[b]);
     free(m->step);
+    free(m->step_len);
     m->step = NULL;
+    m->step_len = NULL;
     m->last_b = 0;
 }
 
@@ -1473,16 +1476,27 @@ static int run(bn_model *m, int64_t E, const bn_entry *e, float *logits, int64_t
         RUN(lk_memcpy(m->q, m->seqr, m->h_seqr, (size_t)M * 4, LK_COPY_HOST_TO_DEVICE));
     }
     if (T == 1 && a.att == ATT_BATCHED && a.s0 == 0 && (m->flags & BN_GRAPH)) {
-        /* Decode: one graph per batch size, launched once per step; it
-         * reads the whole identity span of each sequence (rows past a
-         * position are never read). */
-        a.cache_len = m->ctx_rows;
-        if (!m->step && !(m->step = calloc((size_t)m->max_seqs, sizeof *m->step))) {
+        /* Decode: one graph per batch size, launched once per step.  Its
+         * attention is given the positions held rounded up to a multiple
+         * of 512 (rows past a position are never read, so any cache_len
+         * gives the same bits, but a kernel may split its work by
+         * cache_len): the graph is captured again every 512 positions. */
+        const int64_t span = 512;
+        a.cache_len = (a.cache_len + span - 1) / span * span;
+        a.cache_len = a.cache_len < m->ctx_rows ? a.cache_len : m->ctx_rows;
+        if (!m->step && (!(m->step = calloc((size_t)m->max_seqs, sizeof *m->step)) ||
+                         !(m->step_len = calloc((size_t)m->max_seqs, sizeof *m->step_len)))) {
             lkg_fail(err, errlen, "out of memory");
             goto out;
         }
+        if (m->step[E - 1] && m->step_len[E - 1] != a.cache_len) {
+            RUN(lk_queue_sync(m->q)); /* the graph may still run */
+            lk_graph_destroy(m->step[E - 1]);
+            m->step[E - 1] = NULL;
+        }
         if (!m->step[E - 1] && capture_step(m, &a, err, errlen))
             goto out;
+        m->step_len[E - 1] = a.cache_len;
         m->last_b = E;
         RUN(lk_graph_launch(m->step[E - 1], m->q));
     } else if (model_step(m, &a, err, errlen)) {
