@@ -38,6 +38,13 @@
 #               copy bandwidth, goal >= 60 %); about 1 to 2 minutes
 #   layerprof   Nsight Compute durations (ncu locks the clocks) of every kernel of
 #               one decode step of a 1-layer demo model, eager (layerprof.log)
+#   serve       the BitNet model at real lengths on cuda:0: its invariance test
+#               (tests/test_model_invariance, 2B-4T layer shapes), then lockstep
+#               demo at 30 layers: decode at batch 1 at a 4096- and a
+#               32768-token context, a 2048-token prefill, a ragged decode
+#               batch of 64 sequences of 1k-4k tokens, each beside its floor
+#               ((weights + KV bytes) / copy bandwidth); a table last
+#               (SERVE_TIMEOUT seconds per run, default 150)
 #   report      make bench-report: lockstep bench on the CPU devices and
 #               lockstep-cuda-bench on cuda:0, the page, plots and JSON copied
 #               to $OUT/bench-report (without gnuplot on the host, the JSON
@@ -540,8 +547,59 @@ stage_layerprof() {
   fi
 }
 
+stage_serve() {
+  t0=$(now)
+  mkdir -p "$OUT/serve"
+  st=0
+  ( cd "$B" && make tests/test_model_invariance >/dev/null 2>&1 &&
+      LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" timeout "${SERVE_TIMEOUT:-150}" \
+      ./tests/test_model_invariance ) > "$OUT/serve/invariance.log" 2>&1 || st=1
+  tst="$(grep -c '^ok' "$OUT/serve/invariance.log") ok, $(grep -c '^not ok' "$OUT/serve/invariance.log") not ok"
+  # name|demo arguments (cuda:0, 30 layers of BitNet-2B-4T's shapes)
+  runs="ctx4k|--prompt-len 4064 --ctx 4096 --chunk 2048 --steps 32 --batch 1
+ctx32k|--prompt-len 32736 --ctx 32768 --chunk 4096 --steps 32 --batch 1
+prefill2k|--prompt-len 2048 --steps 4 --batch 1
+ragged64|--prompt-len 4096 --ctx 4112 --chunk 2048 --ragged 64 --steps 16 --batch 1"
+  printf '%s\n' "$runs" | while IFS='|' read -r name args; do
+    # shellcheck disable=SC2086 # args is a list of words
+    ( cd "$B" && LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" timeout "${SERVE_TIMEOUT:-150}" \
+        ./tools/lockstep demo --device cuda:0 --layers 30 $args ) > "$OUT/serve/$name.log" 2>&1 ||
+      echo "$name" >> "$OUT/serve/failed"
+  done
+  test -s "$OUT/serve/failed" && st=1
+  # the table: rates from the demo's lines (see docs/demo.md)
+  {
+    echo "serve: invariance test: $tst"
+    for name in ctx4k ctx32k prefill2k ragged64; do
+      awk -v n="$name" '
+        $1 == "cuda:0" && $2 ~ /^[0-9.]+$/ && !row { pre = $2; dec = $3; row = 1 }
+        /^KV cache read per decode step/ { kv = $(NF - 7) }
+        $1 == "cuda:0" && $2 == "decode" && $3 == "b1" { fl = $0; sub(/.*floor at its copy bandwidth /, "", fl) }
+        $1 == "cuda:0" && $2 == "prefill" && /floor/ { rg = $0; sub(/^ *cuda:0 */, "", rg) }
+        /DIFFERENT|BROKEN|failed|cannot run/ { bad = 1 }
+        END {
+          if (n == "ragged64") printf "  %-9s %s\n", n, rg ? rg : "no result";
+          else if (n == "prefill2k") printf "  %-9s prefill %s tokens/s\n", n, pre ? pre : "-";
+          else printf "  %-9s decode b1 %s tokens/s, KV %s MB/step, floor %s\n", n, dec ? dec : "-", kv, fl;
+          if (bad) printf "  %-9s DIFFERENT, BROKEN or failed: see serve/%s.log\n", n, n
+        }' "$OUT/serve/$name.log"
+    done
+  } | tee "$OUT/serve/table.txt"
+  # the figures in the summary line, which is printed last
+  fig=$(awk '/^  ctx4k|^  ctx32k/ { printf "%s %s tok/s, ", $1, $4 }
+             /^  prefill2k/ { printf "prefill2k %s tok/s, ", $3 }
+             /^  ragged64/ && /decode/ { for (i = 1; i < NF; i++) if ($i == "decode") d = $(i + 1);
+                                        printf "ragged64 %s tok/s", d }' "$OUT/serve/table.txt")
+  if test $st -eq 0; then
+    record serve ok $(($(now) - t0)) "$tst; $fig"
+  else
+    record serve FAIL $(($(now) - t0)) "$tst; failed: $(tr '\n' ' ' < "$OUT/serve/failed" 2>/dev/null); $fig"
+  fi
+}
+
 for s in $STAGES; do
   case $s in
+    serve) stage_serve ;;
     build) stage_build ;;
     check) stage_check ;;
     lockcheck) stage_lockcheck ;;

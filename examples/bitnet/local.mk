@@ -11,6 +11,8 @@ examples_bitnet_libbitnet_la_SOURCES = \
 	examples/bitnet/gguf_write.c \
 	examples/bitnet/model.h \
 	examples/bitnet/model.c \
+	examples/bitnet/kvpages.h \
+	examples/bitnet/kvpages.c \
 	examples/bitnet/sha256.h \
 	examples/bitnet/sha256.c \
 	examples/bitnet/tokenizer.h \
@@ -68,3 +70,10 @@ tests_test_demo_LDADD = examples/bitnet/libbitnet.la liblockstep.la
 # usage errors.  A shell script (TAP) run from the build directory.
 TESTS += tests/test_demo_prompt.sh
 EXTRA_DIST += tests/test_demo_prompt.sh
+
+# The model's paged KV cache and ragged calls: a token's logits are the same
+# bits one-shot, chunked, decoded, from shared pages and in a ragged call of
+# 64, on every device; bad input is refused and changes nothing.
+check_PROGRAMS += tests/test_model_invariance
+TESTS += tests/test_model_invariance
+tests_test_model_invariance_LDADD = examples/bitnet/libbitnet.la liblockstep.la

@@ -3,20 +3,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "arch.h"
+#include "kvpages.h"
 #include "model.h"
 
 
 bn_config bn_config_2b4t(int64_t n_layer)
 {
-    bn_config c = {n_layer, 2560, 20, 5, 128, 6912, 128256, 256, 500000.0f, 1e-5f, LK_ROPE_NEOX};
+    bn_config c = {n_layer, 2560, 20, 5, 128, 6912, 128256, 32768, 500000.0f, 1e-5f, LK_ROPE_NEOX};
     return c;
 }
 
 bn_config bn_config_tiny(int64_t n_layer)
 {
-    bn_config c = {n_layer, 256, 4, 2, 64, 512, 1000, 64, 10000.0f, 1e-5f, LK_ROPE_NEOX};
+    bn_config c = {n_layer, 256, 4, 2, 64, 512, 1000, 4096, 10000.0f, 1e-5f, LK_ROPE_NEOX};
     return c;
 }
 
@@ -561,8 +563,11 @@ typedef struct bn_ldev {
     void *attn_norm, *attn_sub_norm, *ffn_norm, *ffn_sub_norm;
     bn_tdev t[7];
     bn_tdev qkv, gu;
-    float *kvc; /* [max_batch][max_ctx][2 kvd]: each row k then v */
+    float *kvc; /* the page pool: n_pages * page_size rows x 2 kvd, each row k then v */
 } bn_ldev;
+
+/* How a call's attention runs (bn_model_attention_mode). */
+enum { ATT_BATCHED, ATT_PAGED, ATT_EACH };
 
 struct bn_model {
     lk_device *dev;
@@ -570,26 +575,38 @@ struct bn_model {
     int host;
     bn_config c;
     int ffn_act; /* bn_weights.ffn_act, 0 taken as LK_UNARY_RELU2 */
-    int64_t max_b, max_t;
+    int64_t max_seqs, max_rows;
+    int64_t ctx_rows; /* rows a sequence spans in the identity layout: width * page_size */
+    bn_pages pg;
     void **allocs;
     int nalloc, capalloc;
     void *embd, *lm_head, *out_norm;
     lk_weights *head_prep;
     int nprep;
     bn_ldev *L;
-    /* activations: M = max_b * max_t rows; qkv rows are q | k | v, gu
-     * rows gate | up */
+    /* activations: max_rows rows; qkv rows are q | k | v, gu rows gate | up */
     float *x, *xn, *qkv, *att, *tmp, *gu, *g, *logits; /* xn: the head's normed rows */
     int8_t *xq;
     float *xs;
     int32_t *ids, *pos;
-    int32_t *kvi;    /* each row's KV-cache row, b * max_ctx + pos (lk_set_rows) */
+    int32_t *kvi;   /* each row's pool row (lk_set_rows) */
+    int32_t *last;  /* each entry's last row (the head's rows of a ragged call) */
+    int32_t *seqr;  /* ATT_PAGED: each row's entry (its row of table) */
+    int32_t *table; /* ATT_PAGED: each entry's pages, max_seqs x width */
+    int no_paged;   /* the device has no lk_attention_paged */
+    int32_t *gidx;  /* the pool rows gathered for one-at-a-time attention */
+    float *kvg;     /* those rows: max_ctx x 2 kvd */
+    int64_t gidx_cap;
     int64_t *am;
-    int32_t *h_ids, *h_pos, *h_kvi; /* host staging, alive until the sync */
+    int32_t *h_ids, *h_pos, *h_kvi, *h_last, *h_gidx; /* host staging, alive until the sync */
+    int32_t *h_seqr, *h_table;
     int64_t *h_am;
+    int64_t *h_rows; /* per entry: its first row */
     unsigned flags;
     lk_graph **step; /* BN_GRAPH: the whole decode step of b + 1 sequences */
+    int64_t *step_len; /* the cache_len each was captured with */
     int64_t last_b;  /* the batch of the last decode step, 0: none yet */
+    int att_mode;    /* the last call's ATT_* */
     void **hbufs;    /* host copies of the fused projections (host devices read them) */
     int nhbuf;
     /* lk_bitnet_decode (every projection prepared, BN_LAYERS_OP): the
@@ -598,7 +615,7 @@ struct bn_model {
     lk_tensor *blt;  /* per layer: 4 norm weights and the cache */
     void *scratch;
     size_t scratch_bytes;
-    float *kept;          /* bn_model_keep: kept_slots x max_batch x vocab logits */
+    float *kept;          /* bn_model_keep: kept_slots x max_seqs x vocab logits */
     int64_t kept_slots;
 };
 
@@ -660,7 +677,13 @@ void bn_model_destroy(bn_model *m)
     free(m->h_ids);
     free(m->h_pos);
     free(m->h_kvi);
+    free(m->h_last);
+    free(m->h_gidx);
+    free(m->h_seqr);
+    free(m->h_table);
+    free(m->h_rows);
     free(m->h_am);
+    bn_pages_free(&m->pg);
     free(m);
 }
 
@@ -679,7 +702,6 @@ static lk_weights *prepare(bn_model *m, const lk_tensor *w, const lk_tensor *sca
     m->nprep++;
     return h;
 }
-
 /* The rows of np ternary matrices of equal width stacked into one, with one
  * scale per row, on the device. */
 static int fuse(bn_model *m, const lkg_ternary *const *parts, int np, bn_tdev *out)
@@ -737,7 +759,7 @@ static int layers_op_setup(bn_model *m)
     if (m->ffn_act != LK_UNARY_RELU2)
         return 0; /* lk_bitnet_decode gates with relu^2 only */
     const lk_bitnet_config bc = bitnet_config(c);
-    m->scratch_bytes = lk_bitnet_decode_scratch(&bc, m->max_b);
+    m->scratch_bytes = lk_bitnet_decode_scratch(&bc, m->max_seqs);
     m->bl = calloc((size_t)c->n_layer, sizeof *m->bl);
     m->blt = calloc((size_t)c->n_layer * 5, sizeof *m->blt);
     if (!m->scratch_bytes || !m->bl || !m->blt || !(m->scratch = dalloc(m, m->scratch_bytes)))
@@ -749,7 +771,7 @@ static int layers_op_setup(bn_model *m)
         t[1] = lk_mat(D->attn_sub_norm, LK_F32, 1, qd);
         t[2] = lk_mat(D->ffn_norm, LK_F32, 1, c->dim);
         t[3] = lk_mat(D->ffn_sub_norm, LK_F32, 1, c->ffn);
-        t[4] = lk_mat(D->kvc, LK_F32, m->max_b * c->max_ctx, 2 * kvd);
+        t[4] = lk_mat(D->kvc, LK_F32, m->pg.n_pages * m->pg.page_size, 2 * kvd);
         lk_bitnet_layer *L = &m->bl[l];
         L->qkv = D->qkv.prep, L->o = D->t[3].prep, L->gate_up = D->gu.prep, L->down = D->t[6].prep;
         L->attn_norm = &t[0], L->attn_sub_norm = &t[1], L->ffn_norm = &t[2];
@@ -763,38 +785,123 @@ int bn_model_layers_op(const bn_model *m)
     return m->bl != NULL;
 }
 
-int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t max_batch,
-                    int64_t max_tokens, unsigned flags, bn_model **out, char *err,
-                    size_t errlen)
+/* a * b, or -1 past 2^62 (sizes from files and options are multiplied) */
+static int64_t mul(int64_t a, int64_t b)
+{
+    return a < 0 || b < 0 || (a && b > ((int64_t)1 << 62) / a) ? -1 : a * b;
+}
+
+/* The machine's memory, for a host-memory device (0: unknown). */
+static uint64_t host_memory(void)
+{
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && size > 0)
+        return (uint64_t)pages * (uint64_t)size;
+#endif
+    return 0;
+}
+
+uint64_t bn_kv_bytes_read(const bn_config *c, int64_t n)
+{
+    return (uint64_t)c->n_layer * (uint64_t)n * (uint64_t)(2 * c->n_kv * c->head_dim) * 4u;
+}
+
+uint64_t bn_model_kv_bytes(const bn_model *m)
+{
+    return bn_kv_bytes_read(&m->c, m->pg.n_pages * m->pg.page_size);
+}
+
+int64_t bn_model_free_pages(const bn_model *m)
+{
+    return m->pg.nfree;
+}
+
+int64_t bn_model_pages(const bn_model *m)
+{
+    return m->pg.n_pages;
+}
+
+int bn_model_attention_mode(const bn_model *m)
+{
+    return m->att_mode;
+}
+
+int64_t bn_seq_len(const bn_model *m, int64_t s)
+{
+    return s >= 0 && s < m->max_seqs ? m->pg.len[s] : 0;
+}
+
+int bn_model_create_ex(lk_device *dev, int threads, const bn_weights *w, const bn_model_opts *o,
+                       bn_model **out, char *err, size_t errlen)
 {
     lk_device_props props;
+    const bn_config *c = &w->cfg;
+    const int64_t qd = c->n_head * c->head_dim, kvd = c->n_kv * c->head_dim;
+    const int64_t S = o->max_seqs, M = o->max_rows, ps = o->page_size ? o->page_size : 64;
+    if (S < 1 || S > 4096 || M < 1 || M > ((int64_t)1 << 24) || ps < 1 || ps > 65536 ||
+        c->max_ctx < 1 || c->max_ctx > ((int64_t)1 << 24) || o->n_pages < 0)
+        return lkg_fail(err, errlen, "bn_model_create: %lld sequences, %lld rows per call, "
+                        "pages of %lld, context %lld: out of range", (long long)S, (long long)M,
+                        (long long)ps, (long long)c->max_ctx);
+    const int64_t width = (c->max_ctx + ps - 1) / ps;
+    const int64_t np = o->n_pages ? o->n_pages : mul(S, width);
+    const int64_t pool_rows = mul(np, ps);
+    /* Every size is checked before anything is allocated, so that a
+     * context the device cannot hold is refused with the numbers. */
+    const int64_t pool_bytes = mul(mul(pool_rows, 2 * kvd), 4);
+    const int64_t kv_bytes = mul(pool_bytes, c->n_layer);
+    if (np < 1 || pool_rows < 0 || pool_rows > INT32_MAX || kv_bytes < 0 ||
+        (uint64_t)kv_bytes > (uint64_t)SIZE_MAX / 2)
+        return lkg_fail(err, errlen, "a KV cache of %lld pages of %lld positions for %lld layers "
+                        "is too large to address", (long long)np, (long long)ps,
+                        (long long)c->n_layer);
+    if (lk_device_props_get(dev, &props) != LK_OK)
+        return lkg_fail(err, errlen, "%s", lk_last_error());
+    /* A host-memory device has the machine's memory (a cache larger than
+     * that would only be found out by the kernel killing the process). */
+    const uint64_t mem = props.memory_bytes ? props.memory_bytes
+                         : props.host_memory ? host_memory() : 0;
+    if (mem && (uint64_t)kv_bytes > mem)
+        return lkg_fail(err, errlen, "%s: the KV cache (%lld sequences x %lld positions, %lld "
+                        "layers: %.2f GB) exceeds the device's %.2f GB of memory; ask for a "
+                        "shorter context or fewer sequences", lk_device_name(dev), (long long)S,
+                        (long long)c->max_ctx, (long long)c->n_layer, (double)kv_bytes / 1e9,
+                        (double)mem / 1e9);
     bn_model *m = calloc(1, sizeof *m);
     if (!m)
         return lkg_fail(err, errlen, "out of memory");
     m->dev = dev;
-    m->c = w->cfg;
+    m->c = *c;
     m->ffn_act = w->ffn_act ? w->ffn_act : LK_UNARY_RELU2;
-    m->max_b = max_batch;
-    m->max_t = max_tokens;
-    m->flags = flags;
+    m->max_seqs = S;
+    m->max_rows = M;
+    m->ctx_rows = width * ps;
+    m->flags = o->flags;
     lk_queue_opts opts = {threads, NULL};
-    if (lk_device_props_get(dev, &props) != LK_OK || lk_queue_create(dev, &opts, &m->q) != LK_OK) {
+    if (bn_pages_init(&m->pg, np, ps, S, width)) {
+        bn_model_destroy(m);
+        return lkg_fail(err, errlen, "out of memory");
+    }
+    if (lk_queue_create(dev, &opts, &m->q) != LK_OK) {
         lkg_fail(err, errlen, "%s", lk_last_error());
         bn_model_destroy(m);
         return -1;
     }
     m->host = props.host_memory;
-    const bn_config *c = &m->c;
-    const int64_t qd = c->n_head * c->head_dim, kvd = c->n_kv * c->head_dim;
-    const int64_t M = max_batch * max_tokens;
     const int64_t wide = c->ffn > c->dim ? (c->ffn > qd ? c->ffn : qd) : (c->dim > qd ? c->dim : qd);
     int ok = 1;
     m->L = calloc((size_t)c->n_layer, sizeof *m->L);
     m->h_ids = malloc((size_t)M * 4);
     m->h_pos = malloc((size_t)M * 4);
     m->h_kvi = malloc((size_t)M * 4);
-    m->h_am = malloc((size_t)max_batch * 8);
-    ok = m->L && m->h_ids && m->h_pos && m->h_kvi && m->h_am;
+    m->h_last = malloc((size_t)S * 4);
+    m->h_rows = malloc((size_t)S * 8);
+    m->h_am = malloc((size_t)S * 8);
+    m->h_seqr = malloc((size_t)M * 4);
+    m->h_table = malloc((size_t)(S * width) * 4);
+    ok = m->L && m->h_ids && m->h_pos && m->h_kvi && m->h_last && m->h_rows && m->h_am &&
+         m->h_seqr && m->h_table;
     size_t eb = (size_t)(c->vocab * c->dim) * 2;
     ok = ok && (m->embd = upload(m, w->embd, eb));
     ok = ok && (m->lm_head = w->lm_head ? upload(m, w->lm_head, eb) : m->embd);
@@ -814,8 +921,7 @@ int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t ma
         }
         const lkg_ternary *qkv[3] = {&L->wq, &L->wk, &L->wv}, *gu[2] = {&L->wgate, &L->wup};
         ok = ok && !fuse(m, qkv, 3, &D->qkv) && !fuse(m, gu, 2, &D->gu);
-        size_t cb = (size_t)(max_batch * c->max_ctx * 2 * kvd) * 4;
-        ok = ok && (D->kvc = dalloc(m, cb));
+        ok = ok && (D->kvc = dalloc(m, (size_t)pool_bytes));
     }
     ok = ok && (m->x = dalloc(m, (size_t)(M * c->dim) * 4));
     ok = ok && (m->xn = dalloc(m, (size_t)(M * wide) * 4));
@@ -824,14 +930,17 @@ int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t ma
     ok = ok && (m->att = dalloc(m, (size_t)(M * qd) * 4));
     ok = ok && (m->tmp = dalloc(m, (size_t)(M * c->dim) * 4));
     ok = ok && (m->g = dalloc(m, (size_t)(M * c->ffn) * 4));
-    ok = ok && (m->logits = dalloc(m, (size_t)(max_batch * c->vocab) * 4));
+    ok = ok && (m->logits = dalloc(m, (size_t)(S * c->vocab) * 4));
     ok = ok && (m->xq = dalloc(m, (size_t)(M * wide)));
     ok = ok && (m->xs = dalloc(m, (size_t)M * 4));
     ok = ok && (m->ids = dalloc(m, (size_t)M * 4));
     ok = ok && (m->pos = dalloc(m, (size_t)M * 4));
     ok = ok && (m->kvi = dalloc(m, (size_t)M * 4));
-    ok = ok && (m->am = dalloc(m, (size_t)max_batch * 8));
-    for (int64_t l = 0; ok && (flags & BN_PREPARED) && l < c->n_layer; l++) {
+    ok = ok && (m->last = dalloc(m, (size_t)S * 4));
+    ok = ok && (m->seqr = dalloc(m, (size_t)M * 4));
+    ok = ok && (m->table = dalloc(m, (size_t)(S * width) * 4));
+    ok = ok && (m->am = dalloc(m, (size_t)S * 8));
+    for (int64_t l = 0; ok && (o->flags & BN_PREPARED) && l < c->n_layer; l++) {
         bn_tdev *td[4] = {&m->L[l].qkv, &m->L[l].t[3], &m->L[l].gu, &m->L[l].t[6]};
         const int64_t rows[4] = {qd + 2 * kvd, c->dim, 2 * c->ffn, c->dim};
         const int64_t cols[4] = {c->dim, qd, c->dim, c->ffn};
@@ -841,16 +950,17 @@ int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t ma
             td[i]->prep = prepare(m, &wt, &ws);
         }
     }
-    if (ok && (flags & BN_PREPARED)) {
+    if (ok && (o->flags & BN_PREPARED)) {
         lk_tensor h = lk_mat(m->lm_head, LK_BF16, c->vocab, c->dim);
         m->head_prep = prepare(m, &h, NULL);
     }
-    if (ok && (flags & BN_PREPARED) && (flags & BN_LAYERS_OP) && layers_op_setup(m))
+    if (ok && (o->flags & BN_PREPARED) && (o->flags & BN_LAYERS_OP) && layers_op_setup(m))
         ok = 0;
     if (!ok || lk_queue_sync(m->q) != LK_OK) {
         char msg[320];
         snprintf(msg, sizeof msg, "%s", lk_last_error()[0] ? lk_last_error() : "out of memory");
-        lkg_fail(err, errlen, "%s: cannot hold the model (%s)", lk_device_name(dev), msg);
+        lkg_fail(err, errlen, "%s: cannot hold the model with a KV cache of %.2f GB (%s)",
+                 lk_device_name(dev), (double)kv_bytes / 1e9, msg);
         bn_model_destroy(m);
         return -1;
     }
@@ -858,6 +968,13 @@ int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t ma
     return 0;
 }
 
+int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t max_batch,
+                    int64_t max_tokens, unsigned flags, bn_model **out, char *err,
+                    size_t errlen)
+{
+    bn_model_opts o = {max_batch, mul(max_batch, max_tokens), 0, 0, flags};
+    return bn_model_create_ex(dev, threads, w, &o, out, err, errlen);
+}
 /* The message is copied before any other Lockstep call replaces it. */
 #define TRY(call)                                                                       \
     do {                                                                                \
@@ -899,23 +1016,36 @@ static int bitlinear(bn_model *m, const lk_tensor *x, const lk_tensor *nw, int64
     return 0;
 }
 
-/* The tensors of a call of M = B * T rows; qr is the q and k part of qkv
- * (RoPE rotates both in one call), gv and uv the gate and up parts of gu. */
+/* One entry of a call as the model runs it. */
+typedef struct bn_ent {
+    int64_t seq, n, len; /* len: positions held before the call */
+    int64_t row;         /* its first row */
+    int64_t goff;        /* ATT_EACH, pages not in the identity layout: its offset in gidx */
+    int ident;           /* its pages are in the identity layout */
+} bn_ent;
+
+/* The tensors and the plan of a call of M rows, E entries. */
 typedef struct bn_acts {
-    int64_t B, T, M;
-    lk_tensor x, tmp, qkv, qr, att, gu, gv, uv, g, idt, pos, emb;
+    int64_t E, T, M; /* T: tokens per entry when all entries have as many, else 0 */
+    int att;         /* ATT_* */
+    int64_t s0;      /* ATT_BATCHED: entry e is sequence s0 + e */
+    int64_t cache_len;
+    int64_t gather; /* ATT_EACH: pool rows gathered, all entries */
+    const bn_ent *ent;
+    lk_tensor x, tmp, qkv, qr, att_out, gu, gv, uv, g, idt, pos, emb;
 } bn_acts;
 
-static bn_acts acts(bn_model *m, int64_t B, int64_t T)
+static bn_acts acts(bn_model *m, int64_t E, int64_t T, int64_t M)
 {
     const bn_config *c = &m->c;
-    const int64_t qd = c->n_head * c->head_dim, kvd = c->n_kv * c->head_dim, M = B * T;
+    const int64_t qd = c->n_head * c->head_dim, kvd = c->n_kv * c->head_dim;
     bn_acts a;
-    a.B = B, a.T = T, a.M = M;
+    memset(&a, 0, sizeof a);
+    a.E = E, a.T = T, a.M = M;
     a.x = lk_mat(m->x, LK_F32, M, c->dim), a.tmp = lk_mat(m->tmp, LK_F32, M, c->dim);
     a.qkv = lk_mat(m->qkv, LK_F32, M, qd + 2 * kvd);
     a.qr = lk_mat_ld(m->qkv, LK_F32, M, qd + kvd, qd + 2 * kvd);
-    a.att = lk_mat(m->att, LK_F32, M, qd);
+    a.att_out = lk_mat(m->att, LK_F32, M, qd);
     a.gu = lk_mat(m->gu, LK_F32, M, 2 * c->ffn);
     a.gv = lk_mat_ld(m->gu, LK_F32, M, c->ffn, 2 * c->ffn);
     a.uv = lk_mat_ld(m->gu + c->ffn, LK_F32, M, c->ffn, 2 * c->ffn);
@@ -938,45 +1068,108 @@ static int layer_front(bn_model *m, bn_acts *a, int64_t l, char *err, size_t err
     return 0;
 }
 
-/* The new k and v rows into layer l's cache, at the rows m->kvi holds
- * (b * max_ctx + position): one scatter whose destination is read from
- * the device, so a captured graph stays valid as the position moves. */
+/* The new k and v rows into layer l's page pool, at the rows m->kvi holds
+ * (each token's page and offset): one scatter whose destination is read
+ * from the device, so a captured graph stays valid as positions move.
+ * The host chose the rows: never a page another sequence holds. */
 static int cache_store(bn_model *m, bn_acts *a, int64_t l, char *err, size_t errlen)
 {
     const bn_config *c = &m->c;
     const int64_t qd = c->n_head * c->head_dim, kvd = c->n_kv * c->head_dim;
     lk_tensor s = lk_mat_ld(m->qkv + qd, LK_F32, a->M, 2 * kvd, qd + 2 * kvd);
     lk_tensor i = lk_mat(m->kvi, LK_I32, a->M, 1);
-    lk_tensor d = lk_mat(m->L[l].kvc, LK_F32, m->max_b * c->max_ctx, 2 * kvd);
+    lk_tensor d = lk_mat(m->L[l].kvc, LK_F32, m->pg.n_pages * m->pg.page_size, 2 * kvd);
     TRY(lk_set_rows(m->q, &s, &i, &d)); /* the same bits */
     return 0;
 }
 
-/* The rest of layer l: attention over the first cache_len rows of the
- * cache (the positions decide which rows are read: docs/numerics.md 12.3,
- * so any cache_len > the last position gives the same bits), the output
- * projection and the FFN. */
-static int layer_back(bn_model *m, bn_acts *a, int64_t l, int64_t cache_len, char *err,
-                      size_t errlen)
+static int gather_prepare(bn_model *m, bn_acts *a, char *err, size_t errlen);
+
+/* Attention of layer l.  Keys past a token's position are never read and
+ * the order of the sums is fixed by the position (docs/numerics.md,
+ * attention), so the three ways give the same bits:
+ * - ATT_BATCHED: every entry has T tokens and its sequence's pages in the
+ *   identity layout, sequences s0 .. s0 + E - 1: one call over the pool
+ *   as E contiguous caches of ctx_rows rows;
+ * - ATT_PAGED: one lk_attention_paged call over the pool, each row with
+ *   its entry's row of the page table;
+ * - ATT_EACH, where the device has no paged op: one call per entry, on its
+ *   identity pages in place or on its rows gathered from the pool
+ *   (lk_embedding: an identical copy). */
+static int attend(bn_model *m, bn_acts *a, int64_t l, char *err, size_t errlen)
 {
     const bn_config *c = &m->c;
-    const int64_t qd = c->n_head * c->head_dim, kvd = c->n_kv * c->head_dim, T = a->T;
+    const int64_t qd = c->n_head * c->head_dim, kvd = c->n_kv * c->head_dim;
     const float scale = 1.0f / sqrtf((float)c->head_dim);
+    bn_ldev *D = &m->L[l];
+    if (a->att == ATT_BATCHED) {
+        const int64_t T = a->T;
+        lk_tensor qa = lk_mat_ld(m->qkv, LK_F32, T, qd, qd + 2 * kvd);
+        lk_tensor oa = lk_mat(m->att, LK_F32, T, qd);
+        qa.batch_stride = T * (qd + 2 * kvd);
+        oa.batch_stride = T * qd;
+        const float *base = D->kvc + a->s0 * m->ctx_rows * 2 * kvd;
+        lk_tensor kc = lk_mat_ld(base, LK_F32, a->cache_len, kvd, 2 * kvd);
+        lk_tensor vc = lk_mat_ld(base + kvd, LK_F32, a->cache_len, kvd, 2 * kvd);
+        kc.batch_stride = vc.batch_stride = m->ctx_rows * 2 * kvd;
+        lk_tensor pa = lk_mat(m->pos, LK_I32, T, 1);
+        pa.batch_stride = T;
+        TRY(lk_attention(m->q, &qa, &kc, &vc, &pa, c->n_head, c->n_kv, scale, &oa, a->E));
+        return 0;
+    }
+    if (a->att == ATT_PAGED) {
+        const int64_t rows = m->pg.n_pages * m->pg.page_size;
+        lk_tensor qa = lk_mat_ld(m->qkv, LK_F32, a->M, qd, qd + 2 * kvd);
+        lk_tensor kp = lk_mat_ld(D->kvc, LK_F32, rows, kvd, 2 * kvd);
+        lk_tensor vp = lk_mat_ld(D->kvc + kvd, LK_F32, rows, kvd, 2 * kvd);
+        lk_tensor bt = lk_mat(m->table, LK_I32, a->E, m->pg.width);
+        lk_tensor sq = lk_mat(m->seqr, LK_I32, a->M, 1);
+        lk_status st = lk_attention_paged(m->q, &qa, &kp, &vp, &bt, &sq, &a->pos,
+                                          m->pg.page_size, c->n_head, c->n_kv, scale,
+                                          &a->att_out);
+        if (st == LK_OK)
+            return 0;
+        if (st != LK_ERR_UNSUPPORTED || l != 0) /* a device has it for every layer or none */
+            TRY(st);
+        m->no_paged = 1; /* this call and the next ones: one entry at a time */
+        if (gather_prepare(m, a, err, errlen))
+            return -1;
+        a->att = ATT_EACH;
+        m->att_mode = ATT_EACH;
+    }
+    for (int64_t e = 0; e < a->E; e++) {
+        const bn_ent *t = &a->ent[e];
+        const int64_t upto = t->len + t->n;
+        lk_tensor qa = lk_mat_ld(m->qkv + t->row * (qd + 2 * kvd), LK_F32, t->n, qd, qd + 2 * kvd);
+        lk_tensor oa = lk_mat(m->att + t->row * qd, LK_F32, t->n, qd);
+        lk_tensor pa = lk_mat(m->pos + t->row, LK_I32, t->n, 1);
+        const float *base = D->kvc + t->seq * m->ctx_rows * 2 * kvd;
+        if (!t->ident) {
+            lk_tensor pool = lk_mat(D->kvc, LK_F32, m->pg.n_pages * m->pg.page_size, 2 * kvd);
+            lk_tensor idx = lk_mat(m->gidx + t->goff, LK_I32, upto, 1);
+            lk_tensor y = lk_mat(m->kvg, LK_F32, upto, 2 * kvd);
+            TRY(lk_embedding(m->q, &pool, &idx, &y));
+            base = m->kvg;
+        }
+        lk_tensor kc = lk_mat_ld(base, LK_F32, upto, kvd, 2 * kvd);
+        lk_tensor vc = lk_mat_ld(base + kvd, LK_F32, upto, kvd, 2 * kvd);
+        TRY(lk_attention(m->q, &qa, &kc, &vc, &pa, c->n_head, c->n_kv, scale, &oa, 1));
+    }
+    return 0;
+}
+
+/* The rest of layer l: attention, the output projection and the FFN. */
+static int layer_back(bn_model *m, bn_acts *a, int64_t l, char *err, size_t errlen)
+{
+    const bn_config *c = &m->c;
+    const int64_t qd = c->n_head * c->head_dim;
     bn_ldev *D = &m->L[l];
     lk_tensor asn = lk_mat(D->attn_sub_norm, LK_F32, 1, qd);
     lk_tensor fn = lk_mat(D->ffn_norm, LK_F32, 1, c->dim);
     lk_tensor fsn = lk_mat(D->ffn_sub_norm, LK_F32, 1, c->ffn);
-    lk_tensor qa = lk_mat_ld(m->qkv, LK_F32, T, qd, qd + 2 * kvd), oa = a->att;
-    oa.rows = T;
-    qa.batch_stride = T * (qd + 2 * kvd);
-    oa.batch_stride = T * qd;
-    lk_tensor kc = lk_mat_ld(D->kvc, LK_F32, cache_len, kvd, 2 * kvd);
-    lk_tensor vc = lk_mat_ld(D->kvc + kvd, LK_F32, cache_len, kvd, 2 * kvd);
-    kc.batch_stride = vc.batch_stride = c->max_ctx * 2 * kvd;
-    lk_tensor pa = lk_mat(m->pos, LK_I32, T, 1);
-    pa.batch_stride = T;
-    TRY(lk_attention(m->q, &qa, &kc, &vc, &pa, c->n_head, c->n_kv, scale, &oa, a->B));
-    if (bitlinear(m, &a->att, &asn, a->M, &D->t[3], c->dim, &a->x, LK_GEMM_ACCUMULATE, err,
+    if (attend(m, a, l, err, errlen))
+        return -1;
+    if (bitlinear(m, &a->att_out, &asn, a->M, &D->t[3], c->dim, &a->x, LK_GEMM_ACCUMULATE, err,
                   errlen))
         return -1;
 
@@ -990,17 +1183,22 @@ static int layer_back(bn_model *m, bn_acts *a, int64_t l, int64_t cache_len, cha
     return 0;
 }
 
-/* Output norm, logits and argmax of the last token of each sequence. */
+/* Output norm, logits and argmax of the last token of each entry. */
 static int model_head(bn_model *m, bn_acts *a, char *err, size_t errlen)
 {
     const bn_config *c = &m->c;
-    const int64_t B = a->B, T = a->T;
-    /* The last token of each sequence: rows b * T + T - 1. */
-    lk_tensor xl = lk_mat_ld(m->x + (T - 1) * c->dim, LK_F32, B, c->dim, T * c->dim);
-    lk_tensor xo = lk_mat(m->xn, LK_F32, B, c->dim);
+    const int64_t E = a->E, T = a->T;
+    /* The last token of each entry: rows e * T + T - 1, or gathered. */
+    lk_tensor xl = lk_mat_ld(m->x + (T - 1) * c->dim, LK_F32, E, c->dim, T * c->dim);
+    if (!T) {
+        lk_tensor idx = lk_mat(m->last, LK_I32, E, 1);
+        xl = lk_mat(m->tmp, LK_F32, E, c->dim);
+        TRY(lk_embedding(m->q, &a->x, &idx, &xl));
+    }
+    lk_tensor xo = lk_mat(m->xn, LK_F32, E, c->dim);
     lk_tensor on = lk_mat(m->out_norm, LK_F32, 1, c->dim);
     lk_tensor head = lk_mat(m->lm_head, LK_BF16, c->vocab, c->dim);
-    lk_tensor lg = lk_mat(m->logits, LK_F32, B, c->vocab), am = lk_mat(m->am, LK_I64, B, 1);
+    lk_tensor lg = lk_mat(m->logits, LK_F32, E, c->vocab), am = lk_mat(m->am, LK_I64, E, 1);
     TRY(lk_rmsnorm(m->q, &xl, &on, c->eps, &xo));
     if (m->head_prep)
         TRY(lk_linear(m->q, &xo, m->head_prep, NULL, &lg, 0));
@@ -1012,26 +1210,35 @@ static int model_head(bn_model *m, bn_acts *a, char *err, size_t errlen)
 
 static void drop_graphs(bn_model *m)
 {
-    for (int64_t b = 0; m->step && b < m->max_b; b++)
+    for (int64_t b = 0; m->step && b < m->max_seqs; b++)
         lk_graph_destroy(m->step[b]);
     free(m->step);
+    free(m->step_len);
     m->step = NULL;
+    m->step_len = NULL;
     m->last_b = 0;
 }
 
-/* A step (prefill or decode) over the tokens of a: embedding, every layer
- * with its cache store, the head; attention reads the first cache_len
- * rows of the cache (layer_back). */
-static int model_step(bn_model *m, bn_acts *a, int64_t cache_len, char *err, size_t errlen)
+/* lk_bitnet_decode can run the step: one token per entry, sequences 0 ..
+ * E - 1 in the identity layout, which its cache rows b * ctx + pos are. */
+static int fused_ok(const bn_model *m, const bn_acts *a)
+{
+    return m->bl && a->T == 1 && a->att == ATT_BATCHED && a->s0 == 0 &&
+           a->E * m->ctx_rows <= m->pg.n_pages * m->pg.page_size;
+}
+
+/* A call (prefill, decode or both) over the tokens of a: embedding, every
+ * layer with its cache store, the head. */
+static int model_step(bn_model *m, bn_acts *a, char *err, size_t errlen)
 {
     TRY(lk_embedding(m->q, &a->emb, &a->idt, &a->x));
-    if (a->T == 1 && m->bl) {
+    if (fused_ok(m, a)) {
         /* decode: every layer in one call (the same bits as the loop
          * below); a device that cannot capture it in a graph says so and
          * the capture goes on with the ops one by one */
         const lk_bitnet_config bc = bitnet_config(&m->c);
         lk_status st = lk_bitnet_decode(m->q, &bc, m->bl, m->c.n_layer, &a->x, &a->pos,
-                                        m->c.max_ctx, m->scratch, m->scratch_bytes);
+                                        m->ctx_rows, m->scratch, m->scratch_bytes);
         if (st == LK_OK)
             return model_head(m, a, err, errlen);
         if (st != LK_ERR_UNSUPPORTED || !lk_queue_capturing(m->q))
@@ -1040,18 +1247,17 @@ static int model_step(bn_model *m, bn_acts *a, int64_t cache_len, char *err, siz
     }
     for (int64_t l = 0; l < m->c.n_layer; l++)
         if (layer_front(m, a, l, err, errlen) || cache_store(m, a, l, err, errlen) ||
-            layer_back(m, a, l, cache_len, err, errlen))
+            layer_back(m, a, l, err, errlen))
             return -1;
     return model_head(m, a, err, errlen);
 }
 
-/* The whole decode step of B sequences as one graph: the ids, positions
- * and cache rows it reads are uploaded before each launch. */
-static int capture_step(bn_model *m, int64_t B, char *err, size_t errlen)
+/* The whole decode step of sequences 0 .. E - 1 as one graph: the ids,
+ * positions and cache rows it reads are uploaded before each launch. */
+static int capture_step(bn_model *m, bn_acts *a, char *err, size_t errlen)
 {
-    bn_acts a = acts(m, B, 1);
     TRY(lk_queue_capture_begin(m->q));
-    int rc = model_step(m, &a, m->c.max_ctx, err, errlen);
+    int rc = model_step(m, a, err, errlen);
     lk_graph *g = NULL;
     lk_status st = lk_queue_capture_end(m->q, &g);
     if (rc) {
@@ -1061,7 +1267,7 @@ static int capture_step(bn_model *m, int64_t B, char *err, size_t errlen)
     if (st != LK_OK)
         return lkg_fail(err, errlen, "%s: lk_queue_capture_end: %s", lk_device_name(m->dev),
                     lk_last_error());
-    m->step[B - 1] = g;
+    m->step[a->E - 1] = g;
     return 0;
 }
 
@@ -1074,52 +1280,341 @@ int bn_model_graph_mode(const bn_model *m)
     return native ? 2 : 1;
 }
 
-/* bn_model_forward and bn_model_forward_kept: the logits to the host
- * (logits) and/or into a kept slot (slot >= 0). */
+/* Block k of sequence s gets a page of its own, a copy of the shared one
+ * it held (every layer's rows; the copy is exact). */
+static int page_copy(bn_model *m, int64_t s, int64_t k, char *err, size_t errlen)
+{
+    const int64_t kvd = m->c.n_kv * m->c.head_dim, ps = m->pg.page_size;
+    int32_t *t = m->pg.table + s * m->pg.width;
+    const int32_t old = t[k], np = bn_pages_take(&m->pg, s, k);
+    if (np < 0)
+        return lkg_fail(err, errlen, "the KV page pool is full (%lld pages)",
+                        (long long)m->pg.n_pages);
+    t[k] = np;
+    m->pg.ref[old]--;
+    for (int64_t l = 0; l < m->c.n_layer; l++)
+        TRY(lk_memcpy(m->q, m->L[l].kvc + np * ps * 2 * kvd, m->L[l].kvc + old * ps * 2 * kvd,
+                      (size_t)(ps * 2 * kvd) * 4, LK_COPY_DEVICE_TO_DEVICE));
+    return 0;
+}
+
+/* Pages for sequence s to write positions from .. upto - 1: a copy of a
+ * shared page it writes into, new pages for the blocks it lacks.  The
+ * caller checked that the pool has them. */
+static int seq_grow(bn_model *m, int64_t s, int64_t from, int64_t upto, char *err, size_t errlen)
+{
+    const int64_t ps = m->pg.page_size;
+    int64_t cow;
+    bn_pages_need(&m->pg, s, from, upto, &cow);
+    if (cow >= 0 && page_copy(m, s, cow, err, errlen))
+        return -1;
+    int32_t *t = m->pg.table + s * m->pg.width;
+    for (int64_t k = from / ps; upto > from && k <= (upto - 1) / ps; k++)
+        if (t[k] < 0)
+            t[k] = bn_pages_take(&m->pg, s, k);
+    return 0;
+}
+
+/* The device room ATT_EACH needs for gathering n pool rows in all. */
+static int gather_room(bn_model *m, int64_t n, char *err, size_t errlen)
+{
+    const int64_t kvd = m->c.n_kv * m->c.head_dim;
+    if (!m->kvg && !(m->kvg = dalloc(m, (size_t)(m->c.max_ctx * 2 * kvd) * 4)))
+        return lkg_fail(err, errlen, "%s: no room for a gathered cache: %s",
+                        lk_device_name(m->dev), lk_last_error());
+    if (n <= m->gidx_cap)
+        return 0;
+    /* Grown once to the largest call (the old buffers stay until the
+     * model goes: queued copies may still read them). */
+    int32_t *h = malloc((size_t)n * 4);
+    int32_t *d = dalloc(m, (size_t)n * 4);
+    if (!h || !d) {
+        free(h);
+        return lkg_fail(err, errlen, "%s: no room for %lld gathered rows", lk_device_name(m->dev),
+                        (long long)n);
+    }
+    if (m->h_gidx) {
+        void **hb = realloc(m->hbufs, (size_t)(m->nhbuf + 1) * sizeof *hb);
+        if (!hb) {
+            free(h);
+            return lkg_fail(err, errlen, "out of memory");
+        }
+        m->hbufs = hb;
+        m->hbufs[m->nhbuf++] = m->h_gidx;
+    }
+    m->h_gidx = h, m->gidx = d, m->gidx_cap = n;
+    return 0;
+}
+
+/* ATT_EACH: the pool rows of the entries whose pages are not in the
+ * identity layout, on the device (h_gidx lives until the call's sync). */
+static int gather_prepare(bn_model *m, bn_acts *a, char *err, size_t errlen)
+{
+    const int64_t ps = m->pg.page_size;
+    if (!a->gather)
+        return 0;
+    if (gather_room(m, a->gather, err, errlen))
+        return -1;
+    for (int64_t i = 0; i < a->E; i++) {
+        const bn_ent *t = &a->ent[i];
+        const int32_t *tab = m->pg.table + t->seq * m->pg.width;
+        for (int64_t p = 0; !t->ident && p < t->len + t->n; p++)
+            m->h_gidx[t->goff + p] = (int32_t)(tab[p / ps] * ps + p % ps);
+    }
+    TRY(lk_memcpy(m->q, m->gidx, m->h_gidx, (size_t)a->gather * 4, LK_COPY_HOST_TO_DEVICE));
+    return 0;
+}
+
+/* Checks a call's entries against the model and the pool (nothing
+ * changes): 0, or -1 with err. */
+static int check_entries(bn_model *m, int64_t E, const bn_entry *e, int64_t *rows, char *err,
+                         size_t errlen)
+{
+    const bn_config *c = &m->c;
+    if (E < 1 || E > m->max_seqs || !e)
+        return lkg_fail(err, errlen, "%lld entries in a call: the model takes 1 to %lld",
+                        (long long)E, (long long)m->max_seqs);
+    int64_t M = 0, need = 0;
+    for (int64_t i = 0; i < E; i++) {
+        const int64_t s = e[i].seq, n = e[i].n;
+        if (s < 0 || s >= m->max_seqs)
+            return lkg_fail(err, errlen, "entry %lld: sequence %lld outside 0 .. %lld",
+                            (long long)i, (long long)s, (long long)m->max_seqs - 1);
+        for (int64_t j = 0; j < i; j++)
+            if (e[j].seq == s)
+                return lkg_fail(err, errlen, "sequence %lld appears twice in one call",
+                                (long long)s);
+        if (n < 1 || !e[i].ids)
+            return lkg_fail(err, errlen, "entry %lld: %lld tokens", (long long)i, (long long)n);
+        const int64_t len = m->pg.len[s];
+        if (n > c->max_ctx - len)
+            return lkg_fail(err, errlen, "sequence %lld: %lld positions + %lld tokens exceed the "
+                            "context (%lld)", (long long)s, (long long)len, (long long)n,
+                            (long long)c->max_ctx);
+        M += n;
+        if (M > m->max_rows)
+            return lkg_fail(err, errlen, "the call has more than the %lld tokens the model "
+                            "takes per call", (long long)m->max_rows);
+        for (int64_t t = 0; t < n; t++)
+            if (e[i].ids[t] < 0 || e[i].ids[t] >= c->vocab)
+                return lkg_fail(err, errlen, "token id %d is outside the vocabulary (%lld)",
+                                e[i].ids[t], (long long)c->vocab);
+        int64_t cow;
+        need += bn_pages_need(&m->pg, s, len, len + n, &cow);
+    }
+    if (need > m->pg.nfree)
+        return lkg_fail(err, errlen, "the KV page pool is full: the call needs %lld new pages, "
+                        "%lld of %lld are free", (long long)need, (long long)m->pg.nfree,
+                        (long long)m->pg.n_pages);
+    *rows = M;
+    return 0;
+}
+
+/* bn_model_step and the calls built on it: the logits to the host (logits)
+ * and/or into a kept slot (slot >= 0). */
+static int run(bn_model *m, int64_t E, const bn_entry *e, float *logits, int64_t slot,
+               int32_t *next, char *err, size_t errlen)
+{
+    const bn_config *c = &m->c;
+    const int64_t ps = m->pg.page_size;
+    int64_t M = 0;
+    if (check_entries(m, E, e, &M, err, errlen))
+        return -1;
+    bn_ent *ent = malloc((size_t)E * sizeof *ent);
+    if (!ent)
+        return lkg_fail(err, errlen, "out of memory");
+    int64_t T = e[0].n, r = 0, gather = 0;
+    int batched = 1;
+    for (int64_t i = 0; i < E; i++) {
+        bn_ent *t = &ent[i];
+        t->seq = e[i].seq, t->n = e[i].n, t->len = m->pg.len[t->seq], t->row = r;
+        if (seq_grow(m, t->seq, t->len, t->len + t->n, err, errlen)) {
+            free(ent);
+            return -1;
+        }
+        t->ident = bn_pages_identity(&m->pg, t->seq, t->len + t->n);
+        t->goff = t->ident ? 0 : gather;
+        gather += t->ident ? 0 : t->len + t->n;
+        if (e[i].n != T)
+            T = 0;
+        batched &= t->ident && t->seq == e[0].seq + i;
+        const int32_t *tab = m->pg.table + t->seq * m->pg.width;
+        for (int64_t j = 0; j < t->n; j++, r++) {
+            const int64_t p = t->len + j;
+            m->h_ids[r] = e[i].ids[j];
+            m->h_pos[r] = (int32_t)p;
+            m->h_kvi[r] = (int32_t)(tab[p / ps] * ps + p % ps);
+        }
+        m->h_last[i] = (int32_t)(r - 1);
+    }
+    bn_acts a = acts(m, E, T, M);
+    a.ent = ent;
+    a.att = batched && T ? ATT_BATCHED : m->no_paged ? ATT_EACH : ATT_PAGED;
+    a.s0 = e[0].seq;
+    a.gather = gather;
+    for (int64_t i = 0; i < E; i++)
+        a.cache_len = ent[i].len + ent[i].n > a.cache_len ? ent[i].len + ent[i].n : a.cache_len;
+    if (a.att == ATT_PAGED) {
+        /* each entry's row of the page table (-1: no page), each row's entry */
+        for (int64_t i = 0; i < E; i++) {
+            memcpy(m->h_table + i * m->pg.width, m->pg.table + ent[i].seq * m->pg.width,
+                   (size_t)m->pg.width * 4);
+            for (int64_t j = 0; j < ent[i].n; j++)
+                m->h_seqr[ent[i].row + j] = (int32_t)i;
+        }
+    }
+    m->att_mode = a.att;
+    int rc = -1;
+#define RUN(call)                                                                       \
+    do {                                                                                \
+        lk_status st_ = (call);                                                         \
+        if (st_ != LK_OK) {                                                             \
+            char msg_[320];                                                             \
+            snprintf(msg_, sizeof msg_, "%s", lk_last_error());                         \
+            lkg_fail(err, errlen, "%s: %s: %s: %s", lk_device_name(m->dev), #call,      \
+                     lk_status_string(st_), msg_);                                      \
+            goto out;                                                                   \
+        }                                                                               \
+    } while (0)
+    RUN(lk_memcpy(m->q, m->ids, m->h_ids, (size_t)M * 4, LK_COPY_HOST_TO_DEVICE));
+    RUN(lk_memcpy(m->q, m->pos, m->h_pos, (size_t)M * 4, LK_COPY_HOST_TO_DEVICE));
+    RUN(lk_memcpy(m->q, m->kvi, m->h_kvi, (size_t)M * 4, LK_COPY_HOST_TO_DEVICE));
+    if (!T)
+        RUN(lk_memcpy(m->q, m->last, m->h_last, (size_t)E * 4, LK_COPY_HOST_TO_DEVICE));
+    if (a.att == ATT_EACH && gather_prepare(m, &a, err, errlen))
+        goto out;
+    if (a.att == ATT_PAGED) {
+        RUN(lk_memcpy(m->q, m->table, m->h_table, (size_t)(E * m->pg.width) * 4,
+                      LK_COPY_HOST_TO_DEVICE));
+        RUN(lk_memcpy(m->q, m->seqr, m->h_seqr, (size_t)M * 4, LK_COPY_HOST_TO_DEVICE));
+    }
+    if (T == 1 && a.att == ATT_BATCHED && a.s0 == 0 && (m->flags & BN_GRAPH)) {
+        /* Decode: one graph per batch size, launched once per step.  Its
+         * attention is given the positions held rounded up to a multiple
+         * of 512 (rows past a position are never read, so any cache_len
+         * gives the same bits, but a kernel may split its work by
+         * cache_len): the graph is captured again every 512 positions. */
+        const int64_t span = 512;
+        a.cache_len = (a.cache_len + span - 1) / span * span;
+        a.cache_len = a.cache_len < m->ctx_rows ? a.cache_len : m->ctx_rows;
+        if (!m->step && (!(m->step = calloc((size_t)m->max_seqs, sizeof *m->step)) ||
+                         !(m->step_len = calloc((size_t)m->max_seqs, sizeof *m->step_len)))) {
+            lkg_fail(err, errlen, "out of memory");
+            goto out;
+        }
+        if (m->step[E - 1] && m->step_len[E - 1] != a.cache_len) {
+            RUN(lk_queue_sync(m->q)); /* the graph may still run */
+            lk_graph_destroy(m->step[E - 1]);
+            m->step[E - 1] = NULL;
+        }
+        if (!m->step[E - 1] && capture_step(m, &a, err, errlen))
+            goto out;
+        m->step_len[E - 1] = a.cache_len;
+        m->last_b = E;
+        RUN(lk_graph_launch(m->step[E - 1], m->q));
+    } else if (model_step(m, &a, err, errlen)) {
+        goto out;
+    }
+    RUN(lk_memcpy(m->q, m->h_am, m->am, (size_t)E * 8, LK_COPY_DEVICE_TO_HOST));
+    if (logits)
+        RUN(lk_memcpy(m->q, logits, m->logits, (size_t)(E * c->vocab) * 4,
+                      LK_COPY_DEVICE_TO_HOST));
+    if (slot >= 0)
+        RUN(lk_memcpy(m->q, m->kept + slot * m->max_seqs * c->vocab, m->logits,
+                      (size_t)(E * c->vocab) * 4, LK_COPY_DEVICE_TO_DEVICE));
+    RUN(lk_queue_sync(m->q));
+#undef RUN
+    for (int64_t i = 0; i < E; i++) {
+        next[i] = (int32_t)m->h_am[i];
+        m->pg.len[ent[i].seq] = ent[i].len + ent[i].n;
+    }
+    rc = 0;
+out:
+    free(ent);
+    return rc;
+}
+
+int bn_model_step(bn_model *m, int64_t n, const bn_entry *e, float *logits, int32_t *next,
+                  char *err, size_t errlen)
+{
+    return run(m, n, e, logits, -1, next, err, errlen);
+}
+
+int bn_seq_truncate(bn_model *m, int64_t s, int64_t n, char *err, size_t errlen)
+{
+    if (s < 0 || s >= m->max_seqs || n < 0 || n > m->pg.len[s])
+        return lkg_fail(err, errlen, "bn_seq_truncate: sequence %lld to %lld positions",
+                        (long long)s, (long long)n);
+    /* A page left partly held stays (shared or not): a later write into a
+     * shared one copies it first (bn_pages_need). */
+    bn_pages_release(&m->pg, s, (n + m->pg.page_size - 1) / m->pg.page_size);
+    m->pg.len[s] = n;
+    return 0;
+}
+
+int bn_seq_share(bn_model *m, int64_t dst, int64_t src, int64_t n, char *err, size_t errlen)
+{
+    const int64_t ps = m->pg.page_size;
+    if (dst < 0 || dst >= m->max_seqs || src < 0 || src >= m->max_seqs || dst == src || n < 0 ||
+        n > m->pg.len[src])
+        return lkg_fail(err, errlen, "bn_seq_share: sequence %lld from the first %lld of %lld",
+                        (long long)dst, (long long)n, (long long)src);
+    const int64_t full = n / ps;
+    /* the partial page is copied: one free page needed, counting dst's own */
+    int64_t freed = 0;
+    for (int64_t k = 0; k < m->pg.width; k++) {
+        int32_t p = m->pg.table[dst * m->pg.width + k];
+        freed += p >= 0 && m->pg.ref[p] == 1;
+    }
+    if (n % ps && m->pg.nfree + freed < 1)
+        return lkg_fail(err, errlen, "the KV page pool is full (%lld pages)",
+                        (long long)m->pg.n_pages);
+    bn_pages_release(&m->pg, dst, 0);
+    int32_t *td = m->pg.table + dst * m->pg.width, *ts = m->pg.table + src * m->pg.width;
+    for (int64_t k = 0; k < (n + ps - 1) / ps; k++) {
+        td[k] = ts[k];
+        m->pg.ref[ts[k]]++;
+    }
+    m->pg.len[dst] = n;
+    if (n % ps && page_copy(m, dst, full, err, errlen))
+        return -1;
+    return 0;
+}
+
+/* bn_model_forward(_kept): sequences 0 .. B - 1 cut or extended to pos0
+ * positions, then T tokens each. */
 static int forward(bn_model *m, int64_t B, int64_t T, int64_t pos0, const int32_t *ids,
                    float *logits, int64_t slot, int32_t *next, char *err, size_t errlen)
 {
     const bn_config *c = &m->c;
-    const int64_t M = B * T;
-    if (B < 1 || T < 1 || B > m->max_b || T > m->max_t || pos0 < 0 || pos0 + T > c->max_ctx)
+    bn_entry e[64], *ep = B <= 64 ? e : NULL;
+    if (B < 1 || T < 1 || B > m->max_seqs || T > m->max_rows / B || pos0 < 0 ||
+        pos0 + T > c->max_ctx)
         return lkg_fail(err, errlen, "batch %lld x %lld tokens at %lld does not fit the model "
-                    "(%lld x %lld, context %lld)", (long long)B, (long long)T, (long long)pos0,
-                    (long long)m->max_b, (long long)m->max_t, (long long)c->max_ctx);
-    for (int64_t r = 0; r < M; r++) {
-        if (ids[r] < 0 || ids[r] >= c->vocab)
-            return lkg_fail(err, errlen, "token id %d is outside the vocabulary (%lld)", ids[r],
-                        (long long)c->vocab);
-        m->h_ids[r] = ids[r];
-        m->h_pos[r] = (int32_t)(pos0 + r % T);
-        m->h_kvi[r] = (int32_t)(r / T * c->max_ctx + pos0 + r % T);
+                        "(%lld sequences, %lld tokens per call, context %lld)", (long long)B,
+                        (long long)T, (long long)pos0, (long long)m->max_seqs,
+                        (long long)m->max_rows, (long long)c->max_ctx);
+    if (!ep && !(ep = malloc((size_t)B * sizeof *ep)))
+        return lkg_fail(err, errlen, "out of memory");
+    int rc = 0;
+    for (int64_t b = 0; b < B && !rc; b++) {
+        ep[b].seq = b, ep[b].n = T, ep[b].ids = ids + b * T;
+        if (m->pg.len[b] > pos0) {
+            rc = bn_seq_truncate(m, b, pos0, err, errlen);
+        } else if (m->pg.len[b] < pos0) {
+            /* positions the caller says are held: pages for them */
+            int64_t cow;
+            if (bn_pages_need(&m->pg, b, m->pg.len[b], pos0, &cow) > m->pg.nfree)
+                rc = lkg_fail(err, errlen, "the KV page pool is full (%lld pages)",
+                              (long long)m->pg.n_pages);
+            else if (!(rc = seq_grow(m, b, m->pg.len[b], pos0, err, errlen)))
+                m->pg.len[b] = pos0;
+        }
     }
-    TRY(lk_memcpy(m->q, m->ids, m->h_ids, (size_t)M * 4, LK_COPY_HOST_TO_DEVICE));
-    TRY(lk_memcpy(m->q, m->pos, m->h_pos, (size_t)M * 4, LK_COPY_HOST_TO_DEVICE));
-    TRY(lk_memcpy(m->q, m->kvi, m->h_kvi, (size_t)M * 4, LK_COPY_HOST_TO_DEVICE));
-
-    bn_acts a = acts(m, B, T);
-    if (T == 1 && (m->flags & BN_GRAPH)) {
-        /* Decode: one graph per batch size, launched once per step. */
-        if (!m->step && !(m->step = calloc((size_t)m->max_b, sizeof *m->step)))
-            return lkg_fail(err, errlen, "out of memory");
-        if (!m->step[B - 1] && capture_step(m, B, err, errlen))
-            return -1;
-        m->last_b = B;
-        TRY(lk_graph_launch(m->step[B - 1], m->q));
-    } else if (model_step(m, &a, pos0 + T, err, errlen)) {
-        return -1;
-    }
-    TRY(lk_memcpy(m->q, m->h_am, m->am, (size_t)B * 8, LK_COPY_DEVICE_TO_HOST));
-    if (logits)
-        TRY(lk_memcpy(m->q, logits, m->logits, (size_t)(B * c->vocab) * 4,
-                      LK_COPY_DEVICE_TO_HOST));
-    if (slot >= 0)
-        TRY(lk_memcpy(m->q, m->kept + slot * m->max_b * c->vocab, m->logits,
-                      (size_t)(B * c->vocab) * 4, LK_COPY_DEVICE_TO_DEVICE));
-    TRY(lk_queue_sync(m->q));
-    for (int64_t b = 0; b < B; b++)
-        next[b] = (int32_t)m->h_am[b];
-    return 0;
+    rc = rc ? rc : run(m, B, ep, logits, slot, next, err, errlen);
+    if (ep != e)
+        free(ep);
+    return rc;
 }
 
 int bn_model_forward(bn_model *m, int64_t B, int64_t T, int64_t pos0, const int32_t *ids,
@@ -1130,14 +1625,14 @@ int bn_model_forward(bn_model *m, int64_t B, int64_t T, int64_t pos0, const int3
 
 int bn_model_keep(bn_model *m, int64_t slots, char *err, size_t errlen)
 {
-    if (slots < 1 || slots > (int64_t)(SIZE_MAX / 4) / m->max_b / m->c.vocab)
+    if (slots < 1 || slots > (int64_t)(SIZE_MAX / 4) / m->max_seqs / m->c.vocab)
         return lkg_fail(err, errlen, "bn_model_keep: %lld slots", (long long)slots);
     if (m->kept && slots <= m->kept_slots)
         return 0;
     if (m->kept)
         return lkg_fail(err, errlen, "bn_model_keep: %lld slots asked after %lld",
                         (long long)slots, (long long)m->kept_slots);
-    const size_t bytes = (size_t)(slots * m->max_b * m->c.vocab) * 4;
+    const size_t bytes = (size_t)(slots * m->max_seqs * m->c.vocab) * 4;
     if (!(m->kept = dalloc(m, bytes)))
         return lkg_fail(err, errlen, "%s: no room for %lld steps' logits (%zu bytes): %s",
                         lk_device_name(m->dev), (long long)slots, bytes, lk_last_error());
@@ -1149,11 +1644,11 @@ int bn_model_keep(bn_model *m, int64_t slots, char *err, size_t errlen)
 static int kept_slot_ok(const bn_model *m, const char *fn, int64_t slot, int64_t B, char *err,
                         size_t errlen)
 {
-    if (slot >= 0 && slot < m->kept_slots && B >= 1 && B <= m->max_b)
+    if (slot >= 0 && slot < m->kept_slots && B >= 1 && B <= m->max_seqs)
         return 0;
     return lkg_fail(err, errlen, "%s: slot %lld outside the %lld kept (bn_model_keep), or batch "
                     "%lld outside 1 .. %lld", fn, (long long)slot, (long long)m->kept_slots,
-                    (long long)B, (long long)m->max_b);
+                    (long long)B, (long long)m->max_seqs);
 }
 
 int bn_model_forward_kept(bn_model *m, int64_t B, int64_t T, int64_t pos0, const int32_t *ids,
@@ -1164,11 +1659,19 @@ int bn_model_forward_kept(bn_model *m, int64_t B, int64_t T, int64_t pos0, const
     return forward(m, B, T, pos0, ids, NULL, slot, next, err, errlen);
 }
 
+int bn_model_step_kept(bn_model *m, int64_t n, const bn_entry *e, int64_t slot, int32_t *next,
+                       char *err, size_t errlen)
+{
+    if (kept_slot_ok(m, "bn_model_step_kept", slot, n, err, errlen))
+        return -1;
+    return run(m, n, e, NULL, slot, next, err, errlen);
+}
+
 int bn_model_kept(bn_model *m, int64_t slot, int64_t B, float *logits, char *err, size_t errlen)
 {
     if (kept_slot_ok(m, "bn_model_kept", slot, B, err, errlen))
         return -1;
-    TRY(lk_memcpy(m->q, logits, m->kept + slot * m->max_b * m->c.vocab,
+    TRY(lk_memcpy(m->q, logits, m->kept + slot * m->max_seqs * m->c.vocab,
                   (size_t)(B * m->c.vocab) * 4, LK_COPY_DEVICE_TO_HOST));
     TRY(lk_queue_sync(m->q));
     return 0;

@@ -77,8 +77,16 @@ int bn_weights_to_gguf(const bn_weights *w, uint32_t ttype, uint8_t **data, size
 void bn_weights_free(bn_weights *w);
 
 /* The model on one device: weights (shared with the host on host-memory
- * devices), activations and KV caches for up to max_batch sequences of
- * max_tokens tokens per call and cfg.max_ctx positions. */
+ * devices), activations for a number of tokens per call, and a paged KV
+ * cache (kvpages.h: one pool of pages per layer, a table of pages per
+ * sequence) for a number of sequences of up to cfg.max_ctx positions each.
+ * Sequences may share a prefix's pages (bn_seq_share); a call may mix
+ * sequences of different lengths, prefill chunks and decode tokens
+ * (bn_model_step).  A sequence's logits are the same bits however its
+ * prompt was chunked, whatever else is in the call, and whether its prefix
+ * came from shared pages: every op works row by row, and attention reads a
+ * token's own sequence's keys 0 .. its position, in an order fixed by the
+ * position alone (docs/numerics.md, attention). */
 typedef struct bn_model bn_model;
 
 /* flags: BN_PREPARED keeps the projections and the LM head as prepared
@@ -97,9 +105,27 @@ typedef struct bn_model bn_model;
  * is prepared (with BN_PREPARED): a GPU runs them as one kernel.  The same
  * bits as the ops one by one. */
 #define BN_LAYERS_OP 4u
+/* bn_model_create_ex's sizes; 0 in a field: its default. */
+typedef struct bn_model_opts {
+    int64_t max_seqs;  /* sequences (ids 0 .. max_seqs - 1) and entries per call */
+    int64_t max_rows;  /* tokens per call, all entries together */
+    int64_t page_size; /* cache rows per page (default 64) */
+    int64_t n_pages;   /* pages per layer (default: max_seqs * ceil(max_ctx / page_size),
+                        * every sequence its full context) */
+    unsigned flags;    /* BN_* */
+} bn_model_opts;
+int bn_model_create_ex(lk_device *dev, int threads, const bn_weights *w, const bn_model_opts *o,
+                       bn_model **out, char *err, size_t errlen);
+/* bn_model_create_ex with max_batch sequences and max_batch * max_tokens
+ * rows per call. */
 int bn_model_create(lk_device *dev, int threads, const bn_weights *w, int64_t max_batch,
                     int64_t max_tokens, unsigned flags, bn_model **out, char *err,
                     size_t errlen);
+/* Bytes of KV cache the model holds (every layer's pool). */
+uint64_t bn_model_kv_bytes(const bn_model *m);
+/* Bytes of KV cache a decode token at context n (positions 0 .. n - 1
+ * cached) reads over every layer. */
+uint64_t bn_kv_bytes_read(const bn_config *c, int64_t n);
 /* How many weight tensors are prepared (0 without BN_PREPARED). */
 int bn_model_prepared(const bn_model *m);
 /* 1 when decode steps run their layers as one lk_bitnet_decode call. */
@@ -128,5 +154,40 @@ int bn_model_forward_kept(bn_model *m, int64_t B, int64_t T, int64_t pos0, const
                           int64_t slot, int32_t *next, char *err, size_t errlen);
 /* The logits kept in slot s, B sequences, into host memory. */
 int bn_model_kept(bn_model *m, int64_t slot, int64_t B, float *logits, char *err, size_t errlen);
+
+/* One entry of bn_model_step: n tokens appended to sequence seq at its
+ * positions len .. len + n - 1 (len: bn_seq_len). */
+typedef struct bn_entry {
+    int64_t seq, n;
+    const int32_t *ids;
+} bn_entry;
+/* Runs the entries (each sequence at most once, up to max_seqs entries and
+ * max_rows tokens in all) as one forward call, and gives the logits of each
+ * entry's last token (logits[e * vocab + j], host memory; NULL: none) and
+ * their argmax (next[e]).  Bad input (a sequence out of range or twice,
+ * a length past the context, an id outside the vocabulary, more pages than
+ * the pool has free): -1 with err, and nothing written, no sequence
+ * changed. */
+int bn_model_step(bn_model *m, int64_t n, const bn_entry *e, float *logits, int32_t *next,
+                  char *err, size_t errlen);
+/* bn_model_step with the logits kept in slot s (bn_model_keep; read them
+ * with bn_model_kept, n entries). */
+int bn_model_step_kept(bn_model *m, int64_t n, const bn_entry *e, int64_t slot, int32_t *next,
+                       char *err, size_t errlen);
+/* Positions sequence s holds (0 for a new one). */
+int64_t bn_seq_len(const bn_model *m, int64_t s);
+/* Sequence s forgets everything from position n on (0: all), giving back
+ * the pages it no longer needs. */
+int bn_seq_truncate(bn_model *m, int64_t s, int64_t n, char *err, size_t errlen);
+/* Sequence dst (emptied first) takes sequence src's first n positions:
+ * their full pages shared, held by both; a last partial page is copied, so
+ * that neither ever writes into a page the other reads. */
+int bn_seq_share(bn_model *m, int64_t dst, int64_t src, int64_t n, char *err, size_t errlen);
+/* Pages free in the pool, and in all. */
+int64_t bn_model_free_pages(const bn_model *m);
+int64_t bn_model_pages(const bn_model *m);
+/* How the last call's attention ran: 0 batched over contiguous caches, 1
+ * as the paged op, 2 one sequence at a time (caches gathered). */
+int bn_model_attention_mode(const bn_model *m);
 
 #endif
