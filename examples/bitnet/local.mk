@@ -11,6 +11,8 @@ examples_bitnet_libbitnet_la_SOURCES = \
 	examples/bitnet/model.c \
 	examples/bitnet/sha256.h \
 	examples/bitnet/sha256.c \
+	examples/bitnet/shard.h \
+	examples/bitnet/shard.c \
 	examples/bitnet/tokenizer.h \
 	examples/bitnet/tokenizer.c \
 	examples/bitnet/vocab.h \
