@@ -89,6 +89,11 @@ lk_status lk_comm_attach(lk_comm *c, lk_device *dev)
     (void)c, (void)dev;
     NO_MPI("lk_comm_attach");
 }
+lk_status lk_comm_queue_create(lk_comm *c, int num_threads, lk_queue **q)
+{
+    (void)c, (void)num_threads, (void)q;
+    NO_MPI("lk_comm_queue_create");
+}
 lk_status lk_comm_all_gather(lk_comm *c, lk_queue *q, const lk_tensor *x, const lk_tensor *y)
 {
     (void)c, (void)q, (void)x, (void)y;
@@ -223,15 +228,6 @@ void lk_comm_abort(lk_comm *c, int code)
 
 /* ------------------------------------------------------------ agreement */
 
-/* What each rank says about its call before any data moves. */
-typedef struct lk_hdr {
-    int32_t st;    /* lk_status of the local checks */
-    int32_t dtype;
-    int64_t rows, cols;   /* x */
-    int64_t yrows, ycols; /* y (all-gather, reductions), or -1 */
-    int64_t aux;          /* root, peer or op */
-    char msg[208];
-} lk_hdr;
 
 static void hdr_set(lk_hdr *h, const lk_tensor *x, const lk_tensor *y, int64_t aux)
 {
@@ -419,6 +415,18 @@ lk_status lk_comm_attach(lk_comm *c, lk_device *dev)
     if (nccl && (st = lk_comm_nccl_create(c)) != LK_OK)
         return st;
     return LK_OK;
+}
+
+lk_status lk_comm_queue_create(lk_comm *c, int num_threads, lk_queue **q)
+{
+    lk_error_clear();
+    if (!c || !q)
+        return lk_error(LK_ERR_NULL_POINTER, "lk_comm_queue_create: %s is NULL", c ? "q" : "comm");
+    if (!c->dev)
+        return lk_error(LK_ERR_INVALID_ARGUMENT, "lk_comm_queue_create: no device attached "
+                        "(lk_comm_attach)");
+    lk_queue_opts o = {num_threads, lk_comm_nccl_stream(c)};
+    return lk_queue_create(c->dev, &o, q);
 }
 
 /* ------------------------------------------------------------ all-gather */

@@ -17,9 +17,22 @@ struct lk_comm {
     size_t stage_cap[2];
 };
 
-struct lk_hdr;
+#include <stdint.h>
+
+/* What each rank says about its call before any data moves. */
+typedef struct lk_hdr {
+    int32_t st;    /* lk_status of the local checks */
+    int32_t dtype;
+    int64_t rows, cols;   /* x */
+    int64_t yrows, ycols; /* y (all-gather, reductions), or -1 */
+    int64_t aux;          /* root, peer or op */
+    char msg[208];
+} lk_hdr;
+
 
 #ifdef LK_HAVE_NCCL
+/* The stream the NCCL transport runs on (a cudaStream_t), or NULL. */
+void *lk_comm_nccl_stream(lk_comm *c);
 /* 1 when dev is a CUDA device and the NCCL module loads. */
 int lk_comm_nccl_possible(lk_device *dev);
 /* Collective: the NCCL communicator over c's ranks (its id broadcast over
@@ -30,10 +43,15 @@ void lk_comm_nccl_destroy(lk_comm *c);
  * all-gather with the ranks' widths in all[r].cols and this rank's first
  * column off. */
 lk_status lk_comm_nccl_all_gather(lk_comm *c, lk_queue *q, const lk_tensor *x,
-                                  const lk_tensor *y, const struct lk_hdr *all, int64_t off);
+                                  const lk_tensor *y, const lk_hdr *all, int64_t off);
 lk_status lk_comm_nccl_broadcast(lk_comm *c, lk_queue *q, const lk_tensor *x, int root);
 lk_status lk_comm_nccl_p2p(lk_comm *c, lk_queue *q, const lk_tensor *x, int peer, int sending);
 #else
+static inline void *lk_comm_nccl_stream(lk_comm *c)
+{
+    (void)c;
+    return NULL;
+}
 static inline int lk_comm_nccl_possible(lk_device *dev)
 {
     (void)dev;
@@ -49,7 +67,7 @@ static inline void lk_comm_nccl_destroy(lk_comm *c)
     (void)c;
 }
 static inline lk_status lk_comm_nccl_all_gather(lk_comm *c, lk_queue *q, const lk_tensor *x,
-                                                const lk_tensor *y, const struct lk_hdr *all,
+                                                const lk_tensor *y, const lk_hdr *all,
                                                 int64_t off)
 {
     (void)c, (void)q, (void)x, (void)y, (void)all, (void)off;

@@ -177,8 +177,9 @@ int bn_shard_create(lk_comm *comm, lk_device *dev, int threads, const bn_weights
     s->max_b = max_batch, s->max_t = max_tokens;
     s->micro = mode == BN_SHARD_PP ? (micro < 1 ? 1 : micro > max_batch ? max_batch : micro) : 1;
     s->rank = lk_comm_rank(comm), s->size = lk_comm_size(comm);
-    lk_queue_opts opts = {threads, NULL};
-    if (lk_device_props_get(dev, &props) != LK_OK || lk_queue_create(dev, &opts, &s->q) != LK_OK) {
+    /* the communicator's queue: on GPUs its collectives need no sync */
+    if (lk_device_props_get(dev, &props) != LK_OK ||
+        lk_comm_queue_create(comm, threads, &s->q) != LK_OK) {
         fail(err, errlen, "%s%s", lk_last_error(), "");
         bn_shard_destroy(s);
         return -1;

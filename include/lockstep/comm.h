@@ -50,6 +50,12 @@ LK_API int lk_comm_local_rank(const lk_comm *comm);
  * transport: "nccl" when every rank attached a CUDA device and NCCL is
  * available, else "mpi" (GPU tensors staged through host memory). */
 LK_API lk_status lk_comm_attach(lk_comm *comm, lk_device *dev);
+/* A queue on the attached device that collectives need not wait for: on
+ * a GPU with the NCCL transport it runs on NCCL's stream, so a collective
+ * is enqueued behind the queue's ops (and can be captured in a graph);
+ * with other queues every collective synchronises the queue first.
+ * num_threads as lk_queue_opts. */
+LK_API lk_status lk_comm_queue_create(lk_comm *comm, int num_threads, lk_queue **q);
 /* "mpi", "nccl", or "none" before lk_comm_attach. */
 LK_API const char *lk_comm_transport(const lk_comm *comm);
 /* Ends every rank's process with this exit code (MPI_Abort), for a caller
