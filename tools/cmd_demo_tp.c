@@ -51,7 +51,12 @@ static void usage(FILE *f)
             "                    device and cpu; none: no reference, digests only)\n"
             "  --threads N       CPU threads per device\n"
             "  --no-prepare      plain ops on the weights as stored\n"
-            "  --full            full hashes\n");
+            "  --full            full hashes\n"
+            "  --comm-bench      first time the collectives on hidden-size vectors (2560 to\n"
+            "                    65536 floats) beside their floor: the latency of a 4-byte\n"
+            "                    all-gather plus the bytes at the rate of a 4 MiB one\n"
+            "  --floor-gbs G     the device's memory bandwidth in GB/s: print the decode\n"
+            "                    floor, weights per rank / G + collectives x latency\n");
 }
 
 static double now(void)
@@ -206,11 +211,135 @@ static int share_int(lk_comm *comm, lk_queue *hq, int32_t *v, int root)
     return lk_comm_broadcast(comm, hq, &t, root) == LK_OK ? 0 : -1;
 }
 
+/* Seconds per call of f, the median of 5 batches of reps calls. */
+typedef lk_status (*coll_fn)(lk_comm *c, lk_queue *q, void *arg);
+static double time_coll(lk_comm *c, lk_queue *q, coll_fn f, void *arg, int reps, lk_status *st)
+{
+    double t[5];
+    *st = f(c, q, arg); /* warm */
+    for (int k = 0; k < 5 && *st == LK_OK; k++) {
+        double t0 = now();
+        for (int i = 0; i < reps && *st == LK_OK; i++)
+            *st = f(c, q, arg);
+        if (*st == LK_OK)
+            *st = lk_queue_sync(q);
+        t[k] = (now() - t0) / reps;
+    }
+    for (int i = 0; i < 5; i++)
+        for (int j = i + 1; j < 5; j++)
+            if (t[j] < t[i]) {
+                double x = t[i];
+                t[i] = t[j], t[j] = x;
+            }
+    return t[2];
+}
+
+typedef struct coll_arg {
+    lk_tensor x, y;
+    int peer, sending;
+} coll_arg;
+
+static lk_status do_gather(lk_comm *c, lk_queue *q, void *p)
+{
+    coll_arg *a = p;
+    return lk_comm_all_gather(c, q, &a->x, &a->y);
+}
+static lk_status do_max(lk_comm *c, lk_queue *q, void *p)
+{
+    coll_arg *a = p;
+    return lk_comm_all_reduce(c, q, LK_COMM_MAX, &a->x, &a->y);
+}
+static lk_status do_bcast(lk_comm *c, lk_queue *q, void *p)
+{
+    coll_arg *a = p;
+    return lk_comm_broadcast(c, q, &a->y, 0);
+}
+/* rank 0 sends to rank 1 and back: half of it is one transfer */
+static lk_status do_pingpong(lk_comm *c, lk_queue *q, void *p)
+{
+    coll_arg *a = p;
+    const int r = lk_comm_rank(c);
+    lk_status st = LK_OK;
+    if (r == 0 && (st = lk_comm_send(c, q, &a->y, 1)) == LK_OK)
+        st = lk_comm_recv(c, q, &a->y, 1);
+    else if (r == 1 && (st = lk_comm_recv(c, q, &a->y, 0)) == LK_OK)
+        st = lk_comm_send(c, q, &a->y, 0);
+    return st;
+}
+
+/* The latency of a 4-byte all-gather into *lat; with print, the table of
+ * the collectives on hidden-size vectors beside their floor (rank 0
+ * prints). */
+static int comm_bench(lk_comm *comm, lk_device *dev, int print, double *lat, char *err,
+                      size_t errlen)
+{
+    const int rank = lk_comm_rank(comm), size = lk_comm_size(comm);
+    lk_queue *q = NULL;
+    void *buf = NULL;
+    const int64_t big = 1 << 20; /* floats: 4 MiB */
+    lk_status st = lk_comm_queue_create(comm, 0, &q);
+    if (!st)
+        st = lk_malloc(dev, (size_t)(big + 65536 + 16) * 4 * 2, &buf);
+    if (st) {
+        snprintf(err, errlen, "comm bench: %s", lk_last_error());
+        lk_queue_destroy(q);
+        return -1;
+    }
+    float *y = buf, *x = (float *)buf + big + 65536 + 16;
+    coll_arg a;
+    a.x = lk_mat(x, LK_F32, 1, 1), a.y = lk_mat(y, LK_F32, 1, size);
+    *lat = time_coll(comm, q, do_gather, &a, 50, &st);
+    double bw = 0;
+    if (!st && print) {
+        a.x = lk_mat(x, LK_F32, 1, big / size), a.y = lk_mat(y, LK_F32, 1, big / size * size);
+        double t = time_coll(comm, q, do_gather, &a, 2, &st);
+        bw = (double)(big / size * (size - 1)) * 4 / (t > 2 * *lat ? t - *lat : t);
+        if (rank == 0)
+            printf("comm bench over %d ranks (transport %s): latency %.1f us (4-byte all-gather), "
+                   "%.1f GB/s into each rank (4 MiB all-gather)\n%-10s %8s %12s %12s %12s\n",
+                   size, lk_comm_transport(comm), *lat * 1e6, bw / 1e9, "collective", "floats",
+                   "us/call", "floor us", "floor/call");
+        static const int64_t sizes[5] = {2560, 8192, 16384, 28672, 65536};
+        for (int i = 0; i < 5 && !st; i++) {
+            const int64_t n = sizes[i], w = n / size;
+            for (int k = 0; k < 4 && !st; k++) {
+                static const char *const nm[4] = {"all-gather", "max", "broadcast", "send"};
+                static const coll_fn fn[4] = {do_gather, do_max, do_bcast, do_pingpong};
+                double bytes = 0;
+                if (k == 0)
+                    a.x = lk_mat(x, LK_F32, 1, w), a.y = lk_mat(y, LK_F32, 1, w * size),
+                    bytes = (double)(w * (size - 1)) * 4;
+                else if (k == 1)
+                    a.x = lk_mat(x, LK_F32, 1, n), a.y = lk_mat(y, LK_F32, 1, n),
+                    bytes = (double)(n * (size - 1)) * 4;
+                else
+                    a.y = lk_mat(y, LK_F32, 1, n), bytes = (double)n * 4;
+                double tt = time_coll(comm, q, fn[k], &a, 20, &st);
+                if (k == 3)
+                    tt /= 2;
+                const double fl = *lat + (bw > 0 ? bytes / bw : 0);
+                if (rank == 0 && !st)
+                    printf("%-10s %8lld %12.1f %12.1f %11.0f%%\n", nm[k], (long long)n, tt * 1e6,
+                           fl * 1e6, 100.0 * fl / tt);
+            }
+        }
+        if (rank == 0)
+            printf("(eager calls; each includes the ranks' agreement on the arguments)\n\n");
+        fflush(stdout);
+    }
+    if (st)
+        snprintf(err, errlen, "comm bench: %s", lk_last_error());
+    lk_free(dev, buf);
+    lk_queue_destroy(q);
+    return st ? -1 : 0;
+}
+
 int lk_cmd_demo_sharded(int argc, char **argv)
 {
     long tp = 0, pp = 0, micro = 2, layers = 2, seed = 1, plen = 8, steps = 4, threads = 0;
     long batches[TP_MAX_BATCHES] = {1};
-    int nbatch = 1, tiny = 0, prep = 1, full = 0;
+    int nbatch = 1, tiny = 0, prep = 1, full = 0, cbench = 0;
+    double floor_gbs = 0;
     const char *shape = "2b4t", *devlist = NULL, *reflist = NULL;
     char err[512];
     for (int i = 1; i < argc; i++) {
@@ -252,6 +381,10 @@ int lk_cmd_demo_sharded(int argc, char **argv)
             /* the sharded decoder runs eagerly either way */
         } else if (!strcmp(a, "--full")) {
             full = 1;
+        } else if (!strcmp(a, "--comm-bench")) {
+            cbench = 1;
+        } else if (!strcmp(a, "--floor-gbs") && v && (floor_gbs = strtod(v, &end)) > 0 && !*end) {
+            i++;
         } else if (!strcmp(a, "--shape") && v && (!strcmp(v, "2b4t") || !strcmp(v, "70b"))) {
             shape = argv[++i];
         } else if (!strcmp(a, "--device") && v) {
@@ -374,6 +507,12 @@ int lk_cmd_demo_sharded(int argc, char **argv)
         goto done;
     }
 
+    double lat = 0;
+    if (comm_bench(comm, dev, cbench, &lat, err, sizeof err)) {
+        fprintf(stderr, "lockstep demo: rank %d: %s; ending every rank\n", rank, err);
+        lk_comm_abort(comm, 1);
+    }
+
     bn_shard *sh = NULL;
     const unsigned flags = prep ? BN_PREPARED : 0;
     int sbad = bn_shard_create(comm, dev, (int)threads, &w, mode, maxb, plen, micro, flags, &sh,
@@ -466,7 +605,21 @@ int lk_cmd_demo_sharded(int argc, char **argv)
                 printf("  %10.2f  %10.2f  ", res[i].prefill_tps[bi], res[i].decode_tps[bi]);
             printf("\n");
         }
-        printf("\nweights per rank: %.1f MB (rank 0)\n", wb / 1e6);
+        /* collectives per decode step: TP 4 all-gathers a layer and the
+         * argmax; PP a send per stage boundary and micro-batch, and the
+         * broadcast of the next tokens */
+        const long ncoll = mode == BN_SHARD_TP ? 4 * (long)cfg.n_layer + 1
+                                               : (long)(size - 1) * (micro < batches[0] ? micro : batches[0]) + 1;
+        printf("\nweights per rank: %.1f MB (rank 0); %ld collectives per decode step, %.1f us "
+               "each at least (a 4-byte all-gather)\n", wb / 1e6, ncoll, lat * 1e6);
+        if (floor_gbs > 0 && res[0].decode_tps[0] > 0) {
+            const double fl = wb / (floor_gbs * 1e9) + (double)ncoll * lat;
+            printf("decode b%ld floor: %.1f us a step (weights %.1f us at %.0f GB/s + "
+                   "collectives %.1f us); measured %.1f us (%.0f%% of the floor's rate)\n",
+                   batches[0], fl * 1e6, wb / (floor_gbs * 1e3), floor_gbs,
+                   (double)ncoll * lat * 1e6, 1e6 * (double)batches[0] / res[0].decode_tps[0],
+                   100.0 * fl * res[0].decode_tps[0] / (double)batches[0]);
+        }
         printf("\nSHA-256 of the logits of sequence 0, batch %ld (step 0 is the prefill's last "
                "token)%s:\n", batches[0], full ? "" : ", first 16 hex digits per run");
         for (long st = 0; st <= steps; st++) {
