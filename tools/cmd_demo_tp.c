@@ -428,7 +428,7 @@ int lk_cmd_demo_sharded(int argc, char **argv)
     bn_config cfg = tiny ? bn_config_tiny(layers) : bn_config_2b4t(layers);
     if (!tiny && !strcmp(shape, "70b")) {
         cfg.n_layer = 80, cfg.dim = 8192, cfg.ffn = 28672, cfg.n_head = 64, cfg.n_kv = 8;
-        cfg.head_dim = 128;
+        cfg.head_dim = 128, cfg.max_ctx = 4096;
     }
     if (mode == BN_SHARD_PP && cfg.n_layer < size) {
         if (rank == 0)
@@ -448,8 +448,11 @@ int lk_cmd_demo_sharded(int argc, char **argv)
         return 2;
     }
     cfg.max_ctx = plen + steps;
+    /* this rank's rows only (bn_weights_generate's bits); the one-device
+     * references draw the whole model later */
     bn_weights w;
-    int bad = bn_weights_generate(&w, &cfg, (uint64_t)seed, err, sizeof err);
+    memset(&w, 0, sizeof w);
+    int bad = bn_shard_weights(&w, &cfg, (uint64_t)seed, mode, rank, size, err, sizeof err);
     int32_t *prompt = malloc((size_t)(maxb * plen) * 4);
     float *logits = malloc((size_t)(maxb * cfg.vocab) * 4);
     char (*all)[TP_MAX_STEPS + 1][TP_MAX_BATCH][65] = calloc(TP_MAX_BATCHES, sizeof *all);
@@ -562,6 +565,7 @@ int lk_cmd_demo_sharded(int argc, char **argv)
     }
     const double wb = bn_shard_weight_bytes(sh);
     bn_shard_destroy(sh);
+    bn_weights_free(&w);
 
     /* The references, on rank 0; the others wait for the verdict. */
     int32_t verdict = 0;
@@ -582,10 +586,15 @@ int lk_cmd_demo_sharded(int argc, char **argv)
             }
         }
         int nran = 0;
+        if (nref && bn_weights_generate(&w, &cfg, (uint64_t)seed, err, sizeof err)) {
+            printf("  the references cannot run: %s\n", err);
+            verdict = 1;
+            nref = 0;
+        }
         for (int i = 0; i < nref; i++) {
             lk_device *rd = NULL;
             run_result *r = &res[1 + nran];
-            snprintf(r->name, sizeof r->name, "%s", refs[i]);
+            snprintf(r->name, sizeof r->name, "%.63s", refs[i]);
             if (lk_device_find(ctx, refs[i], &rd) != LK_OK ||
                 run_ref(rd, (int)threads, &w, flags, &da, r, logits, all, err, sizeof err)) {
                 printf("  reference %s cannot run: %s\n", refs[i],

@@ -56,6 +56,13 @@ int bn_shard_forward(bn_shard *s, int64_t B, int64_t T, int64_t pos0, const int3
 /* The logits of the last forward call's B sequences (B x vocab) into
  * logits on rank 0 (others pass NULL or anything: ignored). */
 int bn_shard_logits(bn_shard *s, int64_t B, float *logits, char *err, size_t errlen);
+/* The built-in weights (bn_weights_generate's, from seed) in the rows
+ * this rank's shard reads (mode, rank, size as bn_shard_create will
+ * see them); the other rows stay zero pages, never drawn nor touched, so
+ * a rank holds about its share of a large model.  Drawn on
+ * LOCKSTEP_NUM_THREADS threads (default: every core). */
+int bn_shard_weights(bn_weights *w, const bn_config *cfg, uint64_t seed, int mode, int rank,
+                     int size, char *err, size_t errlen);
 /* Bytes of weights this rank holds (ternary at 2 bits, the bf16 head). */
 double bn_shard_weight_bytes(const bn_shard *s);
 
