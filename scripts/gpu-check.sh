@@ -63,6 +63,7 @@
 #   COMM_CONFIGURE  configure flags for the communicator (default: --with-mpi
 #               where mpicc is, and --with-nccl where nccl.h is too)
 #   COMM_TIMEOUT  seconds per run of the comm stage (default 150)
+#   COMM_70B    0 leaves out the comm stage's 70B-class runs (2+ GPUs)
 #   SANITIZE_TESTS  the tests memcheck and racecheck run, in order (default:
 #               every test that runs on a CUDA device, $SANITIZE_ALL below);
 #               TEST:PART runs PART of it (LOCKSTEP_TC_TEST_ONLY=PART:
@@ -583,9 +584,36 @@ stage_comm() {
     crun "comm-bench-$n" $n --tp $n --layers 2 --batch 1 --steps 2 --ref none --comm-bench
     crun "tp$n-2b4t" $n --tp $n --layers 4 --batch 1,8 --steps 8 --floor-gbs 4800
     crun "pp$n-2b4t" $n --pp $n --layers 4 --batch 1,8 --steps 8 --micro 2
-    crun "tp$n-2b4t-30l" $n --tp $n --layers 30 --batch 1 --steps 16 --ref cuda:0 \
-        --floor-gbs 4800
   done
+  # the 70B-class shape (each rank draws its share of ~19 GB): a 2048-token
+  # prefill and decode at batch 1 and 16 on one GPU, split over the GPUs
+  # (TP) and over two (PP, two micro-batches); the same runs' digests must
+  # agree (the one-device reference on the CPU would take too long)
+  big=70b
+  if test "$ngpu" -ge 2 && test "${COMM_70B:-1}" = 1; then
+    crun 70b-1gpu-prefill 1 --tp 1 --shape $big --prompt-len 2048 --steps 0 --batch 1 --ref none
+    crun 70b-1gpu-decode 1 --tp 1 --shape $big --prompt-len 16 --steps 8 --batch 1,16 --ref none \
+        --floor-gbs 4800
+    nt=$ngpu
+    test "$nt" -gt 4 && nt=4
+    crun "70b-tp$nt-prefill" $nt --tp $nt --shape $big --prompt-len 2048 --steps 0 --batch 1 \
+        --ref none
+    crun "70b-tp$nt-decode" $nt --tp $nt --shape $big --prompt-len 16 --steps 8 --batch 1,16 \
+        --ref none --floor-gbs 4800
+    crun 70b-pp2-decode 2 --pp 2 --micro 2 --shape $big --prompt-len 16 --steps 8 --batch 1,16 \
+        --ref none
+    dg() { awk '/^digest of every step/ { getline; print $2; exit }' "$L/$1.log"; }
+    for pair in "70b-tp$nt-prefill 70b-1gpu-prefill" "70b-tp$nt-decode 70b-1gpu-decode" \
+                "70b-pp2-decode 70b-1gpu-decode"; do
+      set -- $pair
+      if test -n "$(dg "$1")" && test "$(dg "$1")" = "$(dg "$2")"; then
+        echo "$1 digest = $2 digest ($(dg "$1" | cut -c1-16))" >> "$L/table.txt"
+      else
+        echo "$1 digest '$(dg "$1" | cut -c1-16)' != $2 '$(dg "$2" | cut -c1-16)': FAIL" >> "$L/table.txt"
+        fails=$((fails + 1))
+      fi
+    done
+  fi
   sed -n '/^comm bench/,/^(eager/p' "$L"/comm-bench-*.log 2>/dev/null
   grep -h "floor:" "$L"/*.log 2>/dev/null
   echo "== comm: run, transport, verdict, exit, split rates (prefill/decode per batch), cuda:0's"

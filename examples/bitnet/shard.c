@@ -98,10 +98,20 @@ static int stack(bn_shard *s, const lkg_ternary *const *parts, const int64_t *r0
     int64_t rows = 0;
     for (int i = 0; i < np; i++)
         rows += r1[i] - r0[i];
-    uint8_t *codes = hkeep(s, malloc((size_t)rows * rb + 1));
-    float *scale = hkeep(s, malloc((size_t)rows * 4 + 4));
-    if (!codes || !scale)
+    /* host devices read these in place; others get a copy, and the host
+     * buffers go once it is made (a large model's share is not held
+     * twice) */
+    uint8_t *codes = malloc((size_t)rows * rb + 1);
+    float *scale = malloc((size_t)rows * 4 + 4);
+    if (s->host) {
+        codes = hkeep(s, codes);
+        scale = hkeep(s, scale);
+    }
+    if (!codes || !scale) {
+        if (!s->host)
+            free(codes), free(scale);
         return -1;
+    }
     int64_t o = 0;
     for (int i = 0; i < np; i++) {
         const lkg_ternary *t = parts[i];
@@ -112,11 +122,18 @@ static int stack(bn_shard *s, const lkg_ternary *const *parts, const int64_t *r0
     out->rows = rows;
     out->cols = parts[0]->cols;
     s->wbytes += (double)rows * (double)rb;
-    if (!rows)
-        return 0;
-    out->codes = upload(s, codes, (size_t)rows * rb);
-    out->scale = upload(s, scale, (size_t)rows * 4);
-    return out->codes && out->scale ? 0 : -1;
+    int ok = 1;
+    if (rows) {
+        out->codes = upload(s, codes, (size_t)rows * rb);
+        out->scale = upload(s, scale, (size_t)rows * 4);
+        ok = out->codes && out->scale;
+    }
+    if (!s->host) {
+        ok = ok && lk_queue_sync(s->q) == LK_OK;
+        free(codes);
+        free(scale);
+    }
+    return ok ? 0 : -1;
 }
 
 static void prepare(bn_shard *s, sh_tern *t)
