@@ -5,11 +5,15 @@
  * "ref" device).  Rank 0 prints TAP; an assertion passes when it holds on
  * every rank.  Uneven shares (a rank with nothing included), ties and
  * NaNs across ranks, a bad argument on one rank (every rank fails, with
- * that rank named), and int32 overflow.
+ * that rank named), and int32 overflow; and a row-parallel ternary
+ * projection (K split across ranks): the global activation scale from a
+ * max all-reduce of the per-rank absmax, exact int32 partial sums, the
+ * one-device dequantisation after.
  *
  *   test_comm                 the checks
  *   test_comm --exit-rank R   rank R exits before a collective: the job
  *                             must end (tests/test_comm.sh times it) */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,7 +105,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (rank == 0)
-        printf("1..12\n# %d ranks, seed %llu, transport %s\n", size, (unsigned long long)seed,
+        printf("1..14\n# %d ranks, seed %llu, transport %s\n", size, (unsigned long long)seed,
                lk_comm_transport(comm));
 
     /* all-gather: R rows of widths share(n, r), every dtype's bits */
@@ -234,6 +238,69 @@ int main(int argc, char **argv)
                   ya[2] == N - 2,
               "lk_comm_argmax is lk_reduce ARGMAX of the whole row (ties: first; NaN wins)");
         free(x), free(full);
+    }
+
+    /* Row-parallel ternary linear: x (M x K) and W (N x K) split along K.
+     * The activation scale needs the absmax of the whole row: a max
+     * all-reduce of each rank's; the int32 dot products of each rank's K
+     * slice sum exactly; ((float)acc / xs) * ws is then lk_ternary_gemm's
+     * value (docs/numerics.md sections 8, 9, 13). */
+    {
+        const int64_t M = 2, K = 1000, Nn = 5;
+        uint64_t s = seed + 3;
+        float *xf = malloc((size_t)(M * K) * 4), ws = 0.03125f;
+        int8_t *xq = malloc((size_t)(M * K)), *wi = malloc((size_t)(Nn * K));
+        uint8_t *wt = calloc((size_t)(Nn * (K / 4 + 1)), 1);
+        for (int64_t i = 0; i < M * K; i++)
+            xf[i] = (float)((int64_t)(rnd(&s) >> 44) - (1 << 19)) * 0x1p-16f;
+        xf[K + 777] = 40.0f; /* row 1's absmax in one rank's slice */
+        for (int64_t i = 0; i < Nn * K; i++)
+            wi[i] = (int8_t)(rnd(&s) % 3) - 1;
+        float xs[2], amax[2], gmax[2];
+        lk_tensor xt = lk_mat(xf, LK_F32, M, K), xqt = lk_mat(xq, LK_I8, M, K);
+        lk_tensor xst = lk_mat(xs, LK_F32, M, 1), wit = lk_mat(wi, LK_I8, Nn, K);
+        lk_tensor wtt = lk_mat_ld(wt, LK_T2, Nn, K, (K + 3) / 4 * 4);
+        lk_tensor wst = lk_mat(&ws, LK_F32, 1, 1);
+        float *ref = malloc((size_t)(M * Nn) * 4);
+        lk_tensor reft = lk_mat(ref, LK_F32, M, Nn);
+        /* one device: quantise the whole rows, the whole GEMM */
+        st = lk_quantize_act(q, &xt, &xqt, &xst);
+        if (!st)
+            st = lk_ternary_pack(q, &wit, &wtt);
+        if (!st)
+            st = lk_ternary_gemm(q, &xqt, &xst, &wtt, &wst, &reft);
+        /* split: this rank's K slice; the global absmax, then the scale */
+        int64_t k0, w = share(K, rank, &k0);
+        for (int64_t i = 0; i < M; i++) {
+            float m = 0.0f;
+            for (int64_t k = k0; k < k0 + w; k++) {
+                float a = fabsf(xf[i * K + k]);
+                m = a > m ? a : m;
+            }
+            amax[i] = m;
+        }
+        lk_tensor at = lk_mat(amax, LK_F32, M, 1), gt = lk_mat(gmax, LK_F32, M, 1);
+        lk_status st2 = lk_comm_all_reduce(comm, q, LK_COMM_MAX, &at, &gt);
+        int ok = st == LK_OK && st2 == LK_OK;
+        for (int64_t i = 0; i < M; i++) {
+            float d = gmax[i] > 1e-5f ? gmax[i] : 1e-5f;
+            ok &= 127.0f / d == xs[i];
+        }
+        check(ok, "row-parallel: a max all-reduce of the slices' absmax gives the row's scale");
+        int32_t part[10], acc[10];
+        lk_tensor a = lk_mat_ld(xq + k0, LK_I8, M, w, K), b = lk_mat_ld(wi + k0, LK_I8, Nn, w, K);
+        lk_tensor pt = lk_mat(part, LK_I32, M, Nn), act = lk_mat(acc, LK_I32, M, Nn);
+        memset(part, 0, sizeof part);
+        st = w ? lk_int8_gemm(q, &a, &b, NULL, NULL, &pt) : LK_OK;
+        st2 = lk_comm_all_reduce(comm, q, LK_COMM_SUM, &pt, &act);
+        ok = st == LK_OK && st2 == LK_OK;
+        for (int64_t i = 0; i < M && ok; i++)
+            for (int64_t j = 0; j < Nn; j++) {
+                float y = ((float)acc[i * Nn + j] / xs[i]) * ws;
+                ok &= !memcmp(&y, &ref[i * Nn + j], 4);
+            }
+        check(ok, "row-parallel: int32 partials summed over ranks give lk_ternary_gemm's bits");
+        free(xf), free(xq), free(wi), free(wt), free(ref);
     }
     lk_queue_destroy(q);
     lk_context_destroy(ctx);
