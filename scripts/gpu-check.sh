@@ -546,7 +546,10 @@ stage_comm() {
   OMPI_ALLOW_RUN_AS_ROOT=1
   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   LOCKSTEP_DRIVER_PATH=$B/backends/cuda/.libs
+  # shared memory between ranks without CMA (containers often forbid it)
+  OMPI_MCA_btl_vader_single_copy_mechanism=none
   export NCCL_NVLS_ENABLE OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM LOCKSTEP_DRIVER_PATH
+  export OMPI_MCA_btl_vader_single_copy_mechanism
   L=$OUT/comm
   rm -rf "${L:?}"
   mkdir -p "$L"

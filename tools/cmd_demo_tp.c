@@ -479,8 +479,9 @@ int lk_cmd_demo_sharded(int argc, char **argv)
                 snprintf(dname, sizeof dname, "cpu");
             dev = NULL;
         }
+        lk_queue_opts one = {1, NULL}; /* small host-side exchanges only */
         if (lk_device_find(ctx, dname, &dev) != LK_OK || lk_device_find(ctx, "cpu", &hdev) != LK_OK ||
-            lk_queue_create(hdev, NULL, &hq) != LK_OK)
+            lk_queue_create(hdev, &one, &hq) != LK_OK)
             bad = 1, snprintf(err, sizeof err, "%s", lk_last_error());
     }
     /* Every rank learns whether every rank got this far. */
