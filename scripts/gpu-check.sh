@@ -13,8 +13,10 @@
 #               the build where the host has mpicc and nccl.h): one GPU
 #               rank beside a CPU rank under mpirun (--tp 2, --pp 2), and
 #               with 2+ GPUs `lockstep demo --tp/--pp` at 2 and 4 ranks,
-#               batch 1 and 8, digests against cuda:0 and cpu, the
-#               collectives' floor, a table last (NCCL_NVLS_ENABLE=0)
+#               batch 1 and 8 (TP also with captured decode graphs),
+#               digests against cuda:0 and cpu, the collectives' floor, the
+#               70B-class shape's prefill and decode against one GPU, a
+#               table last (NCCL_NVLS_ENABLE=0)
 #   lockcheck   lockstep check (every op on every device, bits compared)
 #   memcheck    compute-sanitizer --tool memcheck on every test that runs on
 #               the GPU (SANITIZE_TESTS), LOCKSTEP_CUDA_TEST_SMALL=1; fails on
@@ -587,6 +589,7 @@ stage_comm() {
     crun "comm-bench-$n" $n --tp $n --layers 2 --batch 1 --steps 2 --ref none --comm-bench
     crun "tp$n-2b4t" $n --tp $n --layers 4 --batch 1,8 --steps 8 --floor-gbs 4800
     crun "pp$n-2b4t" $n --pp $n --layers 4 --batch 1,8 --steps 8 --micro 2
+    crun "tp$n-2b4t-graph" $n --tp $n --layers 4 --batch 1,8 --steps 8 --graph --floor-gbs 4800
   done
   # the 70B-class shape (each rank draws its share of ~19 GB): a 2048-token
   # prefill and decode at batch 1 and 16 on one GPU, split over the GPUs
@@ -596,13 +599,13 @@ stage_comm() {
   if test "$ngpu" -ge 2 && test "${COMM_70B:-1}" = 1; then
     crun 70b-1gpu-prefill 1 --tp 1 --shape $big --prompt-len 2048 --steps 0 --batch 1 --ref none
     crun 70b-1gpu-decode 1 --tp 1 --shape $big --prompt-len 16 --steps 8 --batch 1,16 --ref none \
-        --floor-gbs 4800
+        --floor-gbs 4800 --graph
     nt=$ngpu
     test "$nt" -gt 4 && nt=4
     crun "70b-tp$nt-prefill" $nt --tp $nt --shape $big --prompt-len 2048 --steps 0 --batch 1 \
         --ref none
     crun "70b-tp$nt-decode" $nt --tp $nt --shape $big --prompt-len 16 --steps 8 --batch 1,16 \
-        --ref none --floor-gbs 4800
+        --ref none --floor-gbs 4800 --graph
     crun 70b-pp2-decode 2 --pp 2 --micro 2 --shape $big --prompt-len 16 --steps 8 --batch 1,16 \
         --ref none
     dg() { awk '/^digest of every step/ { getline; print $2; exit }' "$L/$1.log"; }

@@ -13,7 +13,7 @@
 set -u
 LC_ALL=C
 export LC_ALL
-echo "1..9"
+echo "1..10"
 . "${srcdir:-.}/tests/tap.sh"
 tap_lockstep
 tap_tmp comm
@@ -37,7 +37,7 @@ elif ! command -v "$mpirun" >/dev/null 2>&1; then
 fi
 if [ -n "$reason" ]; then
     i=0
-    while [ $i -lt 9 ]; do skip "the communicator under MPI" "$reason"; i=$((i + 1)); done
+    while [ $i -lt 10 ]; do skip "the communicator under MPI" "$reason"; i=$((i + 1)); done
     exit 0
 fi
 
@@ -68,6 +68,13 @@ for mode in tp pp; do
         grep '^  tp\|^  pp\|^  cpu' "$tmp/$mode$np.out" | sed 's/^/#/'
     done
 done
+
+# --graph at one rank: the decode layers as captured graphs (the core's
+# replay on a CPU), the same bits
+mpi 1 "$lockstep" demo --tp 1 --graph --tiny --steps 3 --batch 1,3 --device cpu > "$tmp/g.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && has "$tmp/g.out" "decode steps: captured graphs" && has "$tmp/g.out" "identical logits"
+ok $? "demo --tp 1 --graph: captured decode steps give the one-device bits (exit $rc)"
 
 # A rank that exits: the job ends, nonzero, before the time limit.
 mpi 3 ./tests/test_comm --exit-rank 1 > "$tmp/x.out" 2>&1

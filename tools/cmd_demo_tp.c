@@ -51,6 +51,8 @@ static void usage(FILE *f)
             "                    device and cpu; none: no reference, digests only)\n"
             "  --threads N       CPU threads per device\n"
             "  --no-prepare      plain ops on the weights as stored\n"
+            "  --graph           --tp over NCCL: each decode step's layers as one captured\n"
+            "                    graph (the same bits; elsewhere the steps run eagerly)\n"
             "  --full            full hashes\n"
             "  --comm-bench      first time the collectives on hidden-size vectors (2560 to\n"
             "                    65536 floats) beside their floor: the latency of a 4-byte\n"
@@ -338,7 +340,7 @@ int lk_cmd_demo_sharded(int argc, char **argv)
 {
     long tp = 0, pp = 0, micro = 2, layers = 2, seed = 1, plen = 8, steps = 4, threads = 0;
     long batches[TP_MAX_BATCHES] = {1};
-    int nbatch = 1, tiny = 0, prep = 1, full = 0, cbench = 0;
+    int nbatch = 1, tiny = 0, prep = 1, full = 0, cbench = 0, graph = 0;
     double floor_gbs = 0;
     const char *shape = "2b4t", *devlist = NULL, *reflist = NULL;
     char err[512];
@@ -378,7 +380,9 @@ int lk_cmd_demo_sharded(int argc, char **argv)
         } else if (!strcmp(a, "--no-prepare")) {
             prep = 0;
         } else if (!strcmp(a, "--no-graph")) {
-            /* the sharded decoder runs eagerly either way */
+            graph = 0;
+        } else if (!strcmp(a, "--graph")) {
+            graph = 1;
         } else if (!strcmp(a, "--full")) {
             full = 1;
         } else if (!strcmp(a, "--comm-bench")) {
@@ -519,8 +523,8 @@ int lk_cmd_demo_sharded(int argc, char **argv)
 
     bn_shard *sh = NULL;
     const unsigned flags = prep ? BN_PREPARED : 0;
-    int sbad = bn_shard_create(comm, dev, (int)threads, &w, mode, maxb, plen, micro, flags, &sh,
-                               err, sizeof err);
+    int sbad = bn_shard_create(comm, dev, (int)threads, &w, mode, maxb, plen, micro,
+                               flags | (graph ? BN_GRAPH : 0), &sh, err, sizeof err);
     /* a rank that failed here says so and ends the job: the others may be
      * inside a collective already */
     if (sbad) {
@@ -542,6 +546,9 @@ int lk_cmd_demo_sharded(int argc, char **argv)
                    (long long)cfg.n_head, (long long)cfg.n_kv, (long long)cfg.head_dim,
                    (long long)cfg.ffn, (long long)cfg.vocab, plen, steps);
             printf("  %s\n", line);
+            if (graph)
+                printf("  decode steps: %s\n", bn_shard_graphs(sh) ? "captured graphs"
+                                                                   : "eager (graphs need --tp over NCCL, or one rank)");
         }
         for (int r = 1; r < size; r++) {
             lk_status st = rank == r ? lk_comm_send(comm, hq, &lt, 0)

@@ -45,6 +45,12 @@ struct bn_shard {
     int64_t *am, *h_am;
     int64_t last_b;
     double wbytes;
+    /* BN_GRAPH with NCCL (TP): each batch size's decode layers as one
+     * captured graph, made at its second decode step (the first, eager,
+     * sizes the transport's scratch); the head runs eagerly after */
+    int graphs;
+    lk_graph **step;
+    char *warm;
 };
 
 /* ------------------------------------------------------------ memory */
@@ -158,6 +164,10 @@ void bn_shard_destroy(bn_shard *s)
             lk_weights_destroy(t[i]->prep);
     }
     lk_weights_destroy(s->head_prep);
+    for (int64_t b = 0; s->step && b < s->max_b; b++)
+        lk_graph_destroy(s->step[b]);
+    free(s->step);
+    free(s->warm);
     if (s->q)
         lk_queue_destroy(s->q);
     for (int i = 0; i < s->nalloc; i++)
@@ -272,6 +282,14 @@ int bn_shard_create(lk_comm *comm, lk_device *dev, int threads, const bn_weights
     ok = ok && (s->kvi = dalloc(s, (size_t)M * 4));
     ok = ok && (s->nextd = dalloc(s, (size_t)max_batch * 4));
     ok = ok && (s->am = dalloc(s, (size_t)max_batch * 8));
+    /* graphs hold the collectives only where NCCL enqueues them on the
+     * queue's stream (MPI's run on the host and cannot be replayed); one
+     * rank's layers have none */
+    s->graphs = (flags & BN_GRAPH) && mode == BN_SHARD_TP &&
+                (s->size == 1 || !strcmp(lk_comm_transport(comm), "nccl"));
+    if (ok && s->graphs)
+        ok = (s->step = calloc((size_t)max_batch, sizeof *s->step)) &&
+             (s->warm = calloc((size_t)max_batch, 1));
     if (ok && last && (flags & BN_PREPARED) && s->v_r) {
         lk_tensor h = lk_mat(s->head, LK_BF16, s->v_r, c->dim);
         if (lk_weights_prepare(s->q, &h, NULL, &s->head_prep) != LK_OK)
@@ -285,6 +303,11 @@ int bn_shard_create(lk_comm *comm, lk_device *dev, int threads, const bn_weights
     }
     *out = s;
     return 0;
+}
+
+int bn_shard_graphs(const bn_shard *s)
+{
+    return s->graphs;
 }
 
 void bn_shard_describe(const bn_shard *s, char *buf, size_t len)
@@ -472,10 +495,38 @@ int bn_shard_forward(bn_shard *s, int64_t B, int64_t T, int64_t pos0, const int3
     lk_tensor emb = lk_mat(s->embd, LK_BF16, c->vocab, c->dim);
     if (s->mode == BN_SHARD_TP) {
         lk_tensor idt = lk_mat(s->ids, LK_I32, M, 1), x = lk_mat(s->x, LK_F32, M, c->dim);
-        TRY(lk_embedding(s->q, &emb, &idt, &x));
-        for (int64_t l = 0; l < c->n_layer; l++)
-            if (layer(s, l, B, T, 0, pos0 + T, err, errlen))
+        const int graph = s->graphs && T == 1 && (s->step[B - 1] || s->warm[B - 1]);
+        if (graph && !s->step[B - 1]) {
+            /* capture the layers over the whole cache (positions decide
+             * which rows attention reads: the same bits) */
+            TRY(lk_queue_capture_begin(s->q));
+            int bad = lk_embedding(s->q, &emb, &idt, &x) != LK_OK;
+            if (bad)
+                snprintf(err, errlen, "rank %d: lk_embedding in a capture: %s", s->rank,
+                         lk_last_error());
+            for (int64_t l = 0; l < c->n_layer && !bad; l++)
+                bad = layer(s, l, B, T, 0, c->max_ctx, err, errlen);
+            lk_graph *g = NULL;
+            lk_status st = lk_queue_capture_end(s->q, &g);
+            if (bad || st != LK_OK) {
+                lk_graph_destroy(g);
+                if (!bad)
+                    snprintf(err, errlen, "rank %d: lk_queue_capture_end: %s", s->rank,
+                             lk_last_error());
                 return -1;
+            }
+            s->step[B - 1] = g;
+        }
+        if (graph) {
+            TRY(lk_graph_launch(s->step[B - 1], s->q));
+        } else {
+            TRY(lk_embedding(s->q, &emb, &idt, &x));
+            for (int64_t l = 0; l < c->n_layer; l++)
+                if (layer(s, l, B, T, 0, pos0 + T, err, errlen))
+                    return -1;
+            if (s->graphs && T == 1)
+                s->warm[B - 1] = 1;
+        }
         if (head(s, B, T, 0, err, errlen))
             return -1;
     } else {

@@ -42,11 +42,17 @@ typedef struct bn_shard bn_shard;
 
 /* The shard of w this rank holds, on dev (the device attached to comm).
  * micro: PP micro-batches per call (1 .. max_batch; TP ignores it).
- * flags: BN_PREPARED as bn_model_create. */
+ * flags: BN_PREPARED as bn_model_create; BN_GRAPH: with the NCCL transport
+ * (TP), each batch size's decode layers run as one captured graph from its
+ * second decode step on (the same bits; the head runs eagerly after).
+ * Elsewhere the steps run eagerly: MPI's collectives are host calls that
+ * a graph cannot replay. */
 int bn_shard_create(lk_comm *comm, lk_device *dev, int threads, const bn_weights *w, int mode,
                     int64_t max_batch, int64_t max_tokens, int64_t micro, unsigned flags,
                     bn_shard **out, char *err, size_t errlen);
 void bn_shard_destroy(bn_shard *s);
+/* 1 when decode steps run as graphs (BN_GRAPH took effect). */
+int bn_shard_graphs(const bn_shard *s);
 /* What this rank holds, one line. */
 void bn_shard_describe(const bn_shard *s, char *buf, size_t len);
 /* bn_model_forward across the ranks: ids (B x T) matter on rank 0 (TP: on
