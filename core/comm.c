@@ -499,9 +499,9 @@ lk_status lk_comm_all_gather(lk_comm *c, lk_queue *q, const lk_tensor *x, const 
                 st = mpi_fail(fn, "MPI_Allgatherv", rc);
         }
         if (!st) {
-            /* rank-major blocks into y's rows: reuse the first part of the
-             * stage for one packed copy of y */
-            char *packed = malloc(tb ? tb : 1);
+            /* rank-major blocks into y's rows, packed in the second stage
+             * (read_tensor is done with it) */
+            char *packed = stage(c, 1, tb ? tb : 1);
             if (!packed) {
                 st = lk_error(LK_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
             } else {
@@ -514,7 +514,6 @@ lk_status lk_comm_all_gather(lk_comm *c, lk_queue *q, const lk_tensor *x, const 
                     c0 += all[r].cols;
                 }
                 st = write_tensor(q, y, packed);
-                free(packed);
             }
         }
         free(cnt);
