@@ -56,7 +56,7 @@ static void usage(FILE *f)
             "  --full            full hashes\n"
             "  --comm-bench      first time the collectives on hidden-size vectors (2560 to\n"
             "                    65536 floats) beside their floor: the latency of a 4-byte\n"
-            "                    all-gather plus the bytes at the rate of a 4 MiB one\n"
+            "                    all-gather plus the bytes at the rate of a 1 MiB one\n"
             "  --floor-gbs G     the device's memory bandwidth in GB/s: print the decode\n"
             "                    floor, weights per rank / G + collectives x latency\n");
 }
@@ -278,7 +278,7 @@ static int comm_bench(lk_comm *comm, lk_device *dev, int print, double *lat, cha
     const int rank = lk_comm_rank(comm), size = lk_comm_size(comm);
     lk_queue *q = NULL;
     void *buf = NULL;
-    const int64_t big = 1 << 20; /* floats: 4 MiB */
+    const int64_t big = 1 << 18; /* floats: 1 MiB */
     lk_status st = lk_comm_queue_create(comm, 0, &q);
     if (!st)
         st = lk_malloc(dev, (size_t)(big + 65536 + 16) * 4 * 2, &buf);
@@ -298,7 +298,7 @@ static int comm_bench(lk_comm *comm, lk_device *dev, int print, double *lat, cha
         bw = (double)(big / size * (size - 1)) * 4 / (t > 2 * *lat ? t - *lat : t);
         if (rank == 0)
             printf("comm bench over %d ranks (transport %s): latency %.1f us (4-byte all-gather), "
-                   "%.1f GB/s into each rank (4 MiB all-gather)\n%-10s %8s %12s %12s %12s\n",
+                   "%.1f GB/s into each rank (1 MiB all-gather)\n%-10s %8s %12s %12s %12s\n",
                    size, lk_comm_transport(comm), *lat * 1e6, bw / 1e9, "collective", "floats",
                    "us/call", "floor us", "floor/call");
         static const int64_t sizes[5] = {2560, 8192, 16384, 28672, 65536};
