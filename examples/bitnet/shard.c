@@ -225,7 +225,7 @@ int bn_shard_create(lk_comm *comm, lk_device *dev, int threads, const bn_weights
     }
     s->kvd_r = (s->kv1 - s->kv0) * hd, s->qd_r = s->kvd_r * g;
     s->f_r = s->f1 - s->f0, s->d_r = s->d1 - s->d0, s->v_r = s->v1 - s->v0;
-    const int64_t qd = c->n_head * hd, kvd = c->n_kv * hd, M = max_batch * max_tokens;
+    const int64_t qd = c->n_head * hd, M = max_batch * max_tokens;
     const int64_t wide = c->ffn > c->dim ? (c->ffn > qd ? c->ffn : qd) : (c->dim > qd ? c->dim : qd);
     const int first = mode == BN_SHARD_TP || s->rank == 0;
     const int last = mode == BN_SHARD_TP || s->rank == s->size - 1;
@@ -262,7 +262,6 @@ int bn_shard_create(lk_comm *comm, lk_device *dev, int threads, const bn_weights
             prepare(s, &D->qkv), prepare(s, &D->o), prepare(s, &D->gu), prepare(s, &D->down);
         }
     }
-    (void)kvd;
     ok = ok && (s->x = dalloc(s, (size_t)(M * c->dim) * 4));
     ok = ok && (s->qkv = dalloc(s, (size_t)(M * (s->qd_r + 2 * s->kvd_r)) * 4));
     ok = ok && (s->att_r = dalloc(s, (size_t)(M * s->qd_r) * 4));
