@@ -30,6 +30,7 @@ struct lk_device {
 struct lk_queue {
     lk_device *dev;
     void *state;      /* the driver's queue; NULL for a core queue */
+    void *native_stream; /* the adopted stream (lk_queue_opts), or NULL */
     /* graphs (core/graph.c, core/capture.h) */
     struct lk_capture *cap; /* non-NULL while capturing */
     int ngraphs;            /* live graphs captured on this queue */

@@ -44,6 +44,7 @@ static lk_status lk_queue_create_unguarded(lk_device *dev, const lk_queue_opts *
     if (!q)
         return lk_error(LK_ERR_OUT_OF_MEMORY, "lk_queue_create: out of memory");
     q->dev = dev;
+    q->native_stream = o.native_stream;
     if (iface->queue_create) {
         lk_status st = iface->queue_create(dev->state, &o, &q->state);
         if (st != LK_OK) {

@@ -4,7 +4,7 @@
 EXTRA_DIST += docs/numerics.md
 EXTRA_DIST += docs/formats.md
 EXTRA_DIST += docs/api.md docs/drivers.md
-EXTRA_DIST += docs/demo.md
+EXTRA_DIST += docs/demo.md docs/multi-device.md
 EXTRA_DIST += docs/performance.md docs/performance/ratio.png docs/performance/ratio-gpu.png \
 	docs/performance/compute.png docs/performance/bandwidth.png
 EXTRA_DIST += docs/internals

@@ -11,5 +11,6 @@ lockstepinc_HEADERS = \
 	include/lockstep/info.h \
 	include/lockstep/weights.h \
 	include/lockstep/graph.h \
-	include/lockstep/bitnet.h
+	include/lockstep/bitnet.h \
+	include/lockstep/comm.h
 nodist_lockstepinc_HEADERS = include/lockstep/version.h

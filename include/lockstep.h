@@ -15,5 +15,6 @@
 #include <lockstep/weights.h>
 #include <lockstep/graph.h>
 #include <lockstep/bitnet.h>
+#include <lockstep/comm.h>
 
 #endif

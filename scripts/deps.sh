@@ -3,11 +3,12 @@
 # Runs apt-get as root, or through sudo; does nothing for packages present.
 # (gnuplot-nox draws the plots of `make bench-report`; libopenblas0 is the
 # peer `lockstep bench` loads at run time; python3-numpy and python3-pytest
-# run the Python binding's tests, tests/test_python.sh.)
+# run the Python binding's tests, tests/test_python.sh; openmpi-bin and
+# libopenmpi-dev the communicator's tests, tests/test_comm.sh.)
 set -e
 #   scripts/deps.sh [--arm] [package...]
 # --arm: also the AArch64 cross compiler and qemu-user (scripts/test-arm.sh).
-pkgs="build-essential autoconf automake libtool pkg-config libhwloc-dev libsimde-dev libopenblas0 gnuplot-nox python3-numpy python3-pytest"
+pkgs="build-essential autoconf automake libtool pkg-config libhwloc-dev libsimde-dev libopenblas0 gnuplot-nox python3-numpy python3-pytest openmpi-bin libopenmpi-dev"
 arm_pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
 if [ "$1" = --arm ]; then
     pkgs="$pkgs $arm_pkgs"

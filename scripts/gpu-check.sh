@@ -9,6 +9,14 @@
 #   build       unpack into $BUILD_ROOT, configure --with-cuda
 #               --disable-dependency-tracking, make
 #   check       make check (the contract test runs cuda:0 against ref)
+#   comm        the communicator (configure --with-mpi --with-nccl, added by
+#               the build where the host has mpicc and nccl.h): one GPU
+#               rank beside a CPU rank under mpirun (--tp 2, --pp 2), and
+#               with 2+ GPUs `lockstep demo --tp/--pp` at 2 and 4 ranks,
+#               batch 1 and 8 (TP also with captured decode graphs),
+#               digests against cuda:0 and cpu, the collectives' floor, the
+#               70B-class shape's prefill and decode against one GPU, a
+#               table last (NCCL_NVLS_ENABLE=0)
 #   lockcheck   lockstep check (every op on every device, bits compared)
 #   memcheck    compute-sanitizer --tool memcheck on every test that runs on
 #               the GPU (SANITIZE_TESTS), LOCKSTEP_CUDA_TEST_SMALL=1; fails on
@@ -66,6 +74,10 @@
 #   BENCH_ARGS  extra arguments for the benchmark (e.g. --quick)
 #   LOCKCHECK_ARGS  extra arguments for lockstep check (e.g. --full)
 #   TIMEOUT     seconds per benchmark or demo run (default 270)
+#   COMM_CONFIGURE  configure flags for the communicator (default: --with-mpi
+#               where mpicc is, and --with-nccl where nccl.h is too)
+#   COMM_TIMEOUT  seconds per run of the comm stage (default 150)
+#   COMM_70B    0 leaves out the comm stage's 70B-class runs (2+ GPUs)
 #   SANITIZE_TESTS  the tests memcheck and racecheck run, in order (default:
 #               every test that runs on a CUDA device, $SANITIZE_ALL below);
 #               TEST:PART runs PART of it (LOCKSTEP_TC_TEST_ONLY=PART:
@@ -140,11 +152,22 @@ NAME=$(basename "$TARBALL" .tar.gz)
 B=$BUILD_ROOT/$NAME/_build
 STAMP=$BUILD_ROOT/$NAME.stamp
 
+# The communicator's transports where the host has them (the comm stage).
+if test -z "${COMM_CONFIGURE+set}"; then
+  COMM_CONFIGURE=""
+  if command -v mpicc >/dev/null 2>&1; then
+    COMM_CONFIGURE="--with-mpi"
+    if test -f /usr/include/nccl.h || test -f "$CUDA_HOME/include/nccl.h"; then
+      COMM_CONFIGURE="$COMM_CONFIGURE --with-nccl"
+    fi
+  fi
+fi
+
 # -------------------------------------------------------------- stages
 
 stage_build() {
   t0=$(now)
-  want="$(cksum < "$TARBALL") $ARCH"
+  want="$(cksum < "$TARBALL") $ARCH $COMM_CONFIGURE"
   if test -f "$STAMP" && test "$(cat "$STAMP")" = "$want" && test -x "$B/tests/test_cuda"; then
     record build ok 0 "reused $B"
     return
@@ -154,8 +177,9 @@ stage_build() {
     record build FAIL $(($(now) - t0)) "tar failed (build.log)"; return; }
   mkdir -p "$B"
   if test "$ARCH" = fat; then arch_arg=""; else arch_arg="CUDA_ARCH_FLAGS=$ARCH"; fi
+  # shellcheck disable=SC2086
   ( cd "$B" && ../configure --with-cuda="$CUDA_HOME" --disable-dependency-tracking \
-      ${arch_arg:+"$arch_arg"} && make -j"$JOBS" && make -j"$JOBS" check TESTS= ) \
+      $COMM_CONFIGURE ${arch_arg:+"$arch_arg"} && make -j"$JOBS" && make -j"$JOBS" check TESTS= ) \
       >> "$OUT/build.log" 2>&1
   st=$?
   grep -E "warning:" "$OUT/build.log" > "$OUT/build-warnings.log"
@@ -597,11 +621,108 @@ ragged64|--prompt-len 4096 --ctx 4112 --chunk 2048 --ragged 64 --steps 16 --batc
   fi
 }
 
+# The communicator: MPI between a GPU rank and a CPU rank on one GPU, NCCL
+# between GPUs where there are several; every demo run compares its
+# digests with cuda:0's and cpu's itself (exit 1 when they differ).
+stage_comm() {
+  t0=$(now)
+  if ! grep -q "define LK_HAVE_MPI 1" "$B/config.h" 2>/dev/null; then
+    record comm SKIP 0 "built without MPI (COMM_CONFIGURE='$COMM_CONFIGURE'; no mpicc?)"
+    return
+  fi
+  NCCL_NVLS_ENABLE=0
+  OMPI_ALLOW_RUN_AS_ROOT=1
+  OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  LOCKSTEP_DRIVER_PATH=$B/backends/cuda/.libs
+  # shared memory between ranks without CMA (containers often forbid it)
+  OMPI_MCA_btl_vader_single_copy_mechanism=none
+  export NCCL_NVLS_ENABLE OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM LOCKSTEP_DRIVER_PATH
+  export OMPI_MCA_btl_vader_single_copy_mechanism
+  L=$OUT/comm
+  rm -rf "${L:?}"
+  mkdir -p "$L"
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  lim=${COMM_TIMEOUT:-150}
+  fails=0
+  : > "$L/table.txt"
+  # crun NAME NP ARGS...: lockstep demo under mpirun, a line of the table
+  crun() {
+    name=$1 np=$2
+    shift 2
+    ( cd "$B" && timeout "$lim" mpirun --oversubscribe --bind-to none -np "$np" \
+        -x NCCL_NVLS_ENABLE -x LOCKSTEP_DRIVER_PATH ./tools/lockstep demo "$@" ) \
+        > "$L/$name.log" 2>&1
+    rc=$?
+    verdict=ok
+    grep -q "identical logits" "$L/$name.log" || verdict=FAIL
+    test $rc -eq 0 || verdict=FAIL
+    test $verdict = ok || fails=$((fails + 1))
+    tr=$(sed -n 's/.*(transport \([a-z]*\)).*/\1/p' "$L/$name.log" | head -1)
+    rates=$(awk '$1 ~ /^(tp|pp)[0-9]/ { $1 = ""; print; exit }' "$L/$name.log" | tr -s ' ')
+    ref=$(awk '$1 == "cuda:0" { $1 = ""; print; exit }' "$L/$name.log" | tr -s ' ')
+    printf '%-18s %-5s %-4s rc %-3s split:%s | cuda:0:%s\n' "$name" "$tr" "$verdict" "$rc" \
+        "$rates" "$ref" >> "$L/table.txt"
+  }
+  # one GPU: the CPU path's tests, then a GPU rank beside a CPU rank (MPI,
+  # device tensors staged through host memory: NCCL takes GPUs only)
+  ( cd "$B" && make check TESTS=tests/test_comm.sh ) > "$L/test_comm.log" 2>&1 \
+      || fails=$((fails + 1))
+  grep -E "^(ok|not ok)" "$B/tests/test_comm.log" > "$L/test_comm.tap" 2>/dev/null
+  crun tp2-gpu+cpu 2 --tp 2 --device cuda:0,cpu --layers 2 --batch 1,8 --steps 4
+  crun pp2-gpu+cpu 2 --pp 2 --device cuda:0,cpu --layers 2 --batch 1,8 --steps 4
+  for n in 2 4; do
+    test "$ngpu" -ge $n || continue
+    crun "comm-bench-$n" $n --tp $n --layers 2 --batch 1 --steps 2 --ref none --comm-bench
+    crun "tp$n-2b4t" $n --tp $n --layers 4 --batch 1,8 --steps 8 --floor-gbs 4800
+    crun "pp$n-2b4t" $n --pp $n --layers 4 --batch 1,8 --steps 8 --micro 2
+    crun "tp$n-2b4t-graph" $n --tp $n --layers 4 --batch 1,8 --steps 8 --graph --floor-gbs 4800
+  done
+  # the 70B-class shape (each rank draws its share of ~19 GB): a 2048-token
+  # prefill and decode at batch 1 and 16 on one GPU, split over the GPUs
+  # (TP) and over two (PP, two micro-batches); the same runs' digests must
+  # agree (the one-device reference on the CPU would take too long)
+  big=70b
+  if test "$ngpu" -ge 2 && test "${COMM_70B:-1}" = 1; then
+    crun 70b-1gpu-prefill 1 --tp 1 --shape $big --prompt-len 2048 --steps 0 --batch 1 --ref none
+    crun 70b-1gpu-decode 1 --tp 1 --shape $big --prompt-len 16 --steps 8 --batch 1,16 --ref none \
+        --floor-gbs 4800 --graph
+    nt=$ngpu
+    test "$nt" -gt 4 && nt=4
+    crun "70b-tp$nt-prefill" $nt --tp $nt --shape $big --prompt-len 2048 --steps 0 --batch 1 \
+        --ref none
+    crun "70b-tp$nt-decode" $nt --tp $nt --shape $big --prompt-len 16 --steps 8 --batch 1,16 \
+        --ref none --floor-gbs 4800 --graph
+    crun 70b-pp2-decode 2 --pp 2 --micro 2 --shape $big --prompt-len 16 --steps 8 --batch 1,16 \
+        --ref none
+    dg() { awk '/^digest of every step/ { getline; print $2; exit }' "$L/$1.log"; }
+    for pair in "70b-tp$nt-prefill 70b-1gpu-prefill" "70b-tp$nt-decode 70b-1gpu-decode" \
+                "70b-pp2-decode 70b-1gpu-decode"; do
+      set -- $pair
+      if test -n "$(dg "$1")" && test "$(dg "$1")" = "$(dg "$2")"; then
+        echo "$1 digest = $2 digest ($(dg "$1" | cut -c1-16))" >> "$L/table.txt"
+      else
+        echo "$1 digest '$(dg "$1" | cut -c1-16)' != $2 '$(dg "$2" | cut -c1-16)': FAIL" >> "$L/table.txt"
+        fails=$((fails + 1))
+      fi
+    done
+  fi
+  sed -n '/^comm bench/,/^(eager/p' "$L"/comm-bench-*.log 2>/dev/null
+  grep -h "floor:" "$L"/*.log 2>/dev/null
+  echo "== comm: run, transport, verdict, exit, split rates (prefill/decode per batch), cuda:0's"
+  cat "$L/table.txt"
+  if test $fails -eq 0; then
+    record comm ok $(($(now) - t0)) "$ngpu GPUs; $(wc -l < "$L/table.txt" | tr -d ' ') demo runs (comm/table.txt)"
+  else
+    record comm FAIL $(($(now) - t0)) "$fails failed (comm/*.log)"
+  fi
+}
+
 for s in $STAGES; do
   case $s in
     serve) stage_serve ;;
     build) stage_build ;;
     check) stage_check ;;
+    comm) stage_comm ;;
     lockcheck) stage_lockcheck ;;
     memcheck) sanitize memcheck ;;
     racecheck) sanitize racecheck ;;

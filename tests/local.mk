@@ -221,3 +221,12 @@ AM_TESTS_ENVIRONMENT += NM='$(NM)'; export NM;
 # NEWS) follows AC_INIT's.
 TESTS += tests/test_version.sh
 EXTRA_DIST += tests/test_version.sh
+
+# The communicator under mpirun: collectives against the one-device
+# reference, `lockstep demo --tp/--pp` digests, a rank that exits; SKIP
+# without --with-mpi.  test_comm is run by the script, not on its own.
+check_PROGRAMS += tests/test_comm
+tests_test_comm_LDADD = liblockstep.la -lm
+TESTS += tests/test_comm.sh
+EXTRA_DIST += tests/test_comm.sh
+AM_TESTS_ENVIRONMENT += MPIRUN='$(MPIRUN)'; export MPIRUN;

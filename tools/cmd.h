@@ -8,5 +8,7 @@ int lk_cmd_info(int argc, char **argv);
 int lk_cmd_check(int argc, char **argv);
 int lk_cmd_bench(int argc, char **argv);
 int lk_cmd_demo(int argc, char **argv);
+/* `lockstep demo --tp N` / `--pp N` (tools/cmd_demo_tp.c) */
+int lk_cmd_demo_sharded(int argc, char **argv);
 
 #endif

@@ -79,7 +79,9 @@ static void usage(FILE *f)
             "  --no-graph        run the decode steps op by op, not as captured graphs\n"
             "                    (CUDA graphs on GPUs, replayed records elsewhere; the\n"
             "                    same bits either way)\n"
-            "  --full            print every step's full hash for every device\n");
+            "  --full            print every step's full hash for every device\n"
+            "  --tp N, --pp N    the model split across N ranks under mpirun (tensor or\n"
+            "                    pipeline parallel): `lockstep demo --tp 2 --help`\n");
 }
 
 static double now(void)
@@ -290,6 +292,9 @@ int lk_cmd_demo(int argc, char **argv)
     uint32_t gtype = LKG_T_I2_S;
     char err[512];
 
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--tp") || !strcmp(argv[i], "--pp"))
+            return lk_cmd_demo_sharded(argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;

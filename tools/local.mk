@@ -15,7 +15,8 @@ tools_lockstep_SOURCES = \
 	tools/cmd_info.c \
 	tools/cmd_check.c \
 	tools/cmd_bench.c \
-	tools/cmd_demo.c
+	tools/cmd_demo.c \
+	tools/cmd_demo_tp.c
 tools_lockstep_LDADD = tools/libmatrix.la liblockstep.la
 # `lockstep bench` is bench/libbench.la (bench/local.mk adds it to the LDADD).
 tools_lockstep_CPPFLAGS = $(AM_CPPFLAGS) -DLK_HAVE_BENCH

@@ -15,12 +15,15 @@ examples_bitnet_libbitnet_la_SOURCES = \
 	examples/bitnet/kvpages.c \
 	examples/bitnet/sha256.h \
 	examples/bitnet/sha256.c \
+	examples/bitnet/shard.h \
+	examples/bitnet/shard.c \
+	examples/bitnet/shard_weights.c \
 	examples/bitnet/tokenizer.h \
 	examples/bitnet/tokenizer.c \
 	examples/bitnet/vocab.h \
 	examples/bitnet/vocab.c
 examples_bitnet_libbitnet_la_CPPFLAGS = $(EXAMPLES_CPPFLAGS)
-examples_bitnet_libbitnet_la_LIBADD = -lm
+examples_bitnet_libbitnet_la_LIBADD = -lm -lpthread
 
 # `lockstep demo` (tools/cmd_demo.c) runs the model.
 tools_lockstep_LDADD += examples/bitnet/libbitnet.la
