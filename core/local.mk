@@ -24,6 +24,7 @@ liblockstep_la_SOURCES += \
 	core/ops_model.c \
 	core/weights.c \
 	core/ops_bitnet.c \
+	core/ops_train.c \
 	core/graph.c
 # configure's exit cleanup runs 'rm -f core && rm -f -r confdefs* ...', which stops at the core/
 # build directory and leaves confdefs.h behind for distcheck to find.

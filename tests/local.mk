@@ -212,3 +212,9 @@ AM_TESTS_ENVIRONMENT += NM='$(NM)'; export NM;
 # NEWS) follows AC_INIT's.
 TESTS += tests/test_version.sh
 EXTRA_DIST += tests/test_version.sh
+
+# The training ops (backward ops, optimizer steps) on every device against
+# the reference, bit for bit.
+check_PROGRAMS += tests/test_train_ops
+TESTS += tests/test_train_ops
+tests_test_train_ops_LDADD = liblockstep.la -lm
