@@ -12,3 +12,5 @@ EXTRA_DIST += python/README.md python/pyproject.toml \
 	python/tests/test_dlpack.py python/tools/call_overhead.py
 TESTS += tests/test_python.sh
 EXTRA_DIST += tests/test_python.sh
+# The training ops' binding (backward ops, optimizer steps).
+EXTRA_DIST += python/lockstep/train_ops.py
