@@ -14,3 +14,10 @@ TESTS += tests/test_python.sh
 EXTRA_DIST += tests/test_python.sh
 # The training ops' binding (backward ops, optimizer steps).
 EXTRA_DIST += python/lockstep/train_ops.py
+# lockstep.torch (exact mode for PyTorch), its tests, example and benchmark
+EXTRA_DIST += python/lockstep/torch/__init__.py python/lockstep/torch/_registry.py \
+	python/lockstep/torch/_mode.py python/lockstep/torch/_call.py \
+	python/lockstep/torch/_ops.py python/lockstep/torch/_compose.py \
+	python/lockstep/torch/_exactops.py python/lockstep/torch/_attention.py \
+	python/tests/test_torch_exact.py python/tests/test_torch_models.py \
+	python/examples/exact_transformers.py python/tools/bench_exact.py
