@@ -34,6 +34,7 @@ from . import _ops  # noqa: F401 (registers the covered ops)
 from . import _compose  # noqa: F401 (registers the compositions)
 from . import _exactops  # noqa: F401 (registers the allowed ops)
 from . import _attention  # noqa: F401 (registers attention)
+from ._optim import optim, BitLinear, bitlinear_swap  # noqa: F401 (training: backward ops, optimizers)
 
 
 def exact(*, on_uncovered="raise", tc="sm90", host_device="cpu"):
