@@ -211,4 +211,35 @@ allow("aten::slice_backward")
 allow("aten::select_backward")
 
 
+# ------------------------------------------------ autograd's device threads
+
+def _owner_on_every_thread():
+    """loss.backward() of CUDA tensors runs on autograd's worker thread for
+    that device.  PyTorch carries the dispatch mode there, but not the
+    thread-local stack behind _mode.current(), which the covered ops read
+    (the host device, the GEMM tier).  While a handler runs on a thread
+    whose stack is empty, the mode's own ExactMode is put there."""
+    from . import _mode
+    cls = _mode._Dispatch
+    if getattr(cls, "_lockstep_thread_owner", False):
+        return
+    inner = cls.__torch_dispatch__
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        stack = getattr(_mode._local, "stack", None)
+        if stack:
+            return inner(self, func, types, args, kwargs)
+        _mode._local.stack = [self.owner]
+        try:
+            return inner(self, func, types, args, kwargs)
+        finally:
+            _mode._local.stack = stack if stack is not None else []
+
+    cls.__torch_dispatch__ = __torch_dispatch__
+    cls._lockstep_thread_owner = True
+
+
+_owner_on_every_thread()
+
+
 __all__ = ["column_sum"]
