@@ -394,3 +394,35 @@ def test_cuda_wrong_device_names_argument(gen):
     a = rand(gen, 4, 4)
     with lt.exact(), pytest.raises(lockstep.WrongDeviceError, match="mat2"):
         torch.mm(a.cuda(), a)
+
+
+# ------------------------------------------------------------ cross_check
+
+def test_cross_check_torch_function(gen):
+    x, w = rand(gen, 4, 32, dtype=torch.bfloat16), rand(gen, 16, 32, dtype=torch.bfloat16)
+
+    def f(x, w):
+        return torch.softmax(F.linear(x, w), -1), F.silu(x)
+    hosts = [d for d in ("ref", "cpu") if d in lockstep.devices()]
+    r = lt.cross_check(f, x, w, devices=hosts + (["cuda:0"] if torch.cuda.is_available()
+                                                 and "cuda:0" in lockstep.devices() else []))
+    assert r.identical, str(r)
+    assert len(r.outputs[r.ran[0]]) == 2
+    # a function whose result depends on the device: the difference is found
+    bad = lt.cross_check(lambda x: x + float(lt.current().host_device.name == "ref"), x,
+                         devices=["cpu", "ref"])
+    assert not bad.identical and bad.mismatches[0][:3] == ("ref", 0, 0), str(bad)
+    with pytest.raises(lockstep.Mismatch):
+        bad.check()
+    model = torch.nn.Sequential(torch.nn.Linear(32, 8), torch.nn.GELU())
+    assert lt.cross_check(model, x.float(), devices=hosts).identical
+
+
+def test_cross_check_lockstep_op_with_torch_tensors(gen):
+    x = rand(gen, 3, 40)
+    r = lockstep.cross_check(lockstep.rmsnorm, x, eps=1e-6)
+    assert r.identical, str(r)
+    if torch.cuda.is_available() and "cuda:0" in lockstep.devices():
+        r = lockstep.cross_check(lockstep.rmsnorm, x.cuda(), eps=1e-6,
+                                 devices=["cuda:0", "cpu", "ref"])
+        assert r.identical and r.ran == ["cuda:0", "cpu", "ref"], str(r)
