@@ -23,5 +23,6 @@ EXTRA_DIST += python/lockstep/torch/__init__.py python/lockstep/torch/_registry.
 	python/lockstep/torch/_mode.py python/lockstep/torch/_call.py \
 	python/lockstep/torch/_ops.py python/lockstep/torch/_compose.py \
 	python/lockstep/torch/_exactops.py python/lockstep/torch/_attention.py \
+	python/lockstep/torch/_check.py \
 	python/tests/test_torch_exact.py python/tests/test_torch_models.py \
 	python/examples/exact_transformers.py python/tools/bench_exact.py

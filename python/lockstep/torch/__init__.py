@@ -34,6 +34,7 @@ from . import _ops  # noqa: F401 (registers the covered ops)
 from . import _compose  # noqa: F401 (registers the compositions)
 from . import _exactops  # noqa: F401 (registers the allowed ops)
 from . import _attention  # noqa: F401 (registers attention)
+from ._check import cross_check
 from ._optim import optim, BitLinear, bitlinear_swap  # noqa: F401 (training: backward ops, optimizers)
 
 
@@ -63,4 +64,4 @@ def allowed_ops():
 
 
 __all__ = ["exact", "ExactMode", "NotCoveredError", "register", "allow", "function",
-           "current", "covered_ops", "allowed_ops"]
+           "current", "covered_ops", "allowed_ops", "cross_check"]
