@@ -170,3 +170,21 @@ def test_binding_column_sum_and_norm_backward(rng):
     y.backward(torch.tensor(dy))
     assert np.allclose(np.from_dlpack(dx), xt.grad.numpy(), rtol=1e-4, atol=1e-5)
     assert np.allclose(dw, wt.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_layer_norm_backward_close_and_covered():
+    torch.manual_seed(9)
+    ln = torch.nn.LayerNorm(33)
+    with torch.no_grad():
+        ln.weight.uniform_(0.5, 1.5)
+        ln.bias.uniform_(-1, 1)
+    x = torch.randn(2, 5, 33, requires_grad=True)
+    gy = torch.randn(2, 5, 33)
+    ln(x).backward(gy)
+    want = (x.grad.clone(), ln.weight.grad.clone(), ln.bias.grad.clone())
+    x.grad = None
+    ln.zero_grad()
+    with lt.exact():  # raises if any backward op were uncovered
+        ln(x).backward(gy)
+    for got, w in zip((x.grad, ln.weight.grad, ln.bias.grad), want):
+        assert torch.allclose(got, w, rtol=1e-4, atol=1e-5)

@@ -211,6 +211,49 @@ allow("aten::slice_backward")
 allow("aten::select_backward")
 
 
+# -------------------------------------------------------------- LayerNorm
+
+def _row_mean(x2):
+    """lk_reduce MEAN of each row of a contiguous f32 rows x cols tensor
+    (rows x 1)."""
+    out = torch.empty((x2.shape[0], 1), dtype=torch.float32, device=x2.device)
+    run(lib.lk_reduce, _q(x2.device), 2, ctypes.byref(_lk(x2, "layer_norm_backward: x")),
+        ctypes.byref(_lk(out, "layer_norm_backward: mean", "column")))
+    return out
+
+
+@register("aten::native_layer_norm_backward.default")
+def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+                               output_mask):
+    """The sequence of section 13.3 from the forward's own mean and rstd
+    (the bits lk_norm_backward recomputes from eps): xh = (x - mean) *
+    rstd, g = dy * w, a and b the row means of g and g * xh (lk_reduce),
+    dx = ((g - a) - xh * b) * rstd; dw and db column sums."""
+    op = "aten.native_layer_norm_backward"
+    float_arg(grad_out, op, "grad_out")
+    float_arg(input, op, "input")
+    if len(normalized_shape) != 1 or input.shape[-1] != normalized_shape[0]:
+        raise NotCoveredError(op, f"normalized_shape {list(normalized_shape)} (the last dim "
+                              "is covered)")
+    same_device(op, grad_out=grad_out, input=input, weight=weight)
+    n = input.shape[-1]
+    x = _rows(input).float()
+    dy = _rows(grad_out).float()
+    xh = (x - mean.reshape(-1, 1).float()) * rstd.reshape(-1, 1).float()
+    dx = dw = db = None
+    if output_mask[0]:
+        g = dy * weight.float().reshape(1, n) if weight is not None else dy
+        a = _row_mean(g.contiguous())
+        b = _row_mean((g * xh).contiguous())
+        dx = (((g - a) - xh * b) * rstd.reshape(-1, 1).float()).to(input.dtype)
+        dx = dx.reshape(input.shape)
+    if output_mask[1] and weight is not None:
+        dw = column_sum((dy * xh).contiguous()).reshape(n).to(weight.dtype)
+    if output_mask[2] and bias is not None:
+        db = column_sum(dy).reshape(n).to(bias.dtype)
+    return dx, dw, db
+
+
 # ------------------------------------------------ autograd's device threads
 
 def _owner_on_every_thread():
