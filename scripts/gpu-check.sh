@@ -529,7 +529,7 @@ stage_train() {
   st=0
   ( cd "$src/python/tests" && LOCKSTEP_LIBRARY="$B/.libs/liblockstep.so" \
       LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" PYTHONPATH="$src/python" \
-      PYTHONDONTWRITEBYTECODE=1 timeout 200 python3 -m pytest -q -s -p no:cacheprovider \
+      PYTHONDONTWRITEBYTECODE=1 timeout 200 python3 -m pytest -q -s -p no:cacheprovider -k cuda \
       test_train_exact.py test_bitlinear.py ) > "$OUT/train/pytest.log" 2>&1 || st=1
   # shellcheck disable=SC2086 # TRAIN_BENCH_ARGS is a list of words
   ( cd "$src" && LOCKSTEP_LIBRARY="$B/.libs/liblockstep.so" \
