@@ -188,3 +188,15 @@ def test_layer_norm_backward_close_and_covered():
         ln(x).backward(gy)
     for got, w in zip((x.grad, ln.weight.grad, ln.bias.grad), want):
         assert torch.allclose(got, w, rtol=1e-4, atol=1e-5)
+
+
+def test_atomic_scatter_adds_raise():
+    x = torch.zeros(5, 3)
+    idx = torch.tensor([0, 2, 0])
+    src = torch.ones(3, 3)
+    with lt.exact():
+        for fn in (lambda: x.index_add(0, idx, src),
+                   lambda: x.scatter_add(0, idx.reshape(-1, 1).expand(3, 3), src),
+                   lambda: x.index_put((idx,), src, accumulate=True)):
+            with pytest.raises(lt.NotCoveredError):
+                fn()
