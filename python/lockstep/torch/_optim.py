@@ -14,7 +14,7 @@ import types
 
 import torch
 
-from ..errors import BadDtypeError
+from ..errors import BadDtypeError, BadLeadingDimError
 from ._call import lk_tensor, queue_for, run
 from .._lib import lib
 from . import _backward  # noqa: F401 (registers the backward ops)
@@ -31,7 +31,7 @@ def _host():
 def _flat(t, what):
     """t as a 1 x numel lk_tensor (contiguous tensors only)."""
     if not t.is_contiguous():
-        raise BadDtypeError(6, f"{what}: a contiguous tensor is required")
+        raise BadLeadingDimError(4, f"{what}: a contiguous tensor is required")
     return lk_tensor(t.view(1, -1), what)[0]
 
 
