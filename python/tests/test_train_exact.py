@@ -200,3 +200,19 @@ def test_atomic_scatter_adds_raise():
                    lambda: x.index_put((idx,), src, accumulate=True)):
             with pytest.raises(lt.NotCoveredError):
                 fn()
+
+
+def test_bf16_parameters_keep_an_f32_master():
+    torch.manual_seed(10)
+    a = torch.nn.Parameter(torch.randn(4, 6))
+    b = torch.nn.Parameter(a.detach().to(torch.bfloat16))
+    oa, ob = lt.optim.AdamW([a], lr=1e-2), lt.optim.AdamW([b], lr=1e-2)
+    for _ in range(3):
+        g = torch.randn(4, 6)
+        a.grad, b.grad = g.clone(), g.to(torch.bfloat16)
+        oa.step()
+        ob.step()
+    master = ob.state[b]["master"]
+    assert master.dtype == torch.float32
+    assert torch.equal(b.detach(), master.to(torch.bfloat16))
+    assert torch.allclose(master, a.detach(), rtol=1e-2, atol=1e-2)

@@ -2,8 +2,10 @@
 (lk_sgd_step, lk_adamw_step: docs/numerics.md section 13.5), so the same
 gradients give the same weights on CPU and CUDA.  They take the
 arguments of torch.optim.SGD and torch.optim.AdamW (amsgrad, maximize,
-foreach, fused and capturable are not offered); parameters are f32, the
-gradients f32, bf16 or f16, the state f32.
+foreach, fused and capturable are not offered); the state is f32, the
+gradients f32, bf16 or f16; bf16 and f16 parameters get an f32 master
+copy in the state (state["master"]) that the step updates and rounds back
+into the parameter.
 
 This module also loads the rest of the training support: the exact
 backward ops (_backward) and BitLinear."""
@@ -35,10 +37,24 @@ def _flat(t, what):
     return lk_tensor(t.view(1, -1), what)[0]
 
 
-def _check_param(p, opt):
-    if p.dtype != torch.float32:
-        raise BadDtypeError(6, f"{opt}: parameters must be f32 (keep an f32 master copy), "
-                            f"not {p.dtype}")
+def _master(p, st, opt):
+    """The f32 tensor the step updates: p itself, or for a bf16/f16
+    parameter an f32 master copy kept in the state (made from p on the
+    first step; after each step p receives it rounded to nearest even,
+    the same conversion on every device)."""
+    if p.dtype == torch.float32:
+        return p
+    if p.dtype not in (torch.bfloat16, torch.float16):
+        raise BadDtypeError(6, f"{opt}: parameters must be f32, bf16 or f16, not {p.dtype}")
+    m = st.get("master")
+    if m is None:
+        m = st["master"] = p.detach().float()
+    return m
+
+
+def _write_back(p, master):
+    if master is not p:
+        p.copy_(master)
 
 
 class SGD(torch.optim.Optimizer):
@@ -64,21 +80,22 @@ class SGD(torch.optim.Optimizer):
             for p in g["params"]:
                 if p.grad is None:
                     continue
-                _check_param(p, "SGD")
                 st = self.state[p]
+                w = _master(p, st, "SGD")
                 buf = st.get("momentum_buffer")
                 first = False
                 if g["momentum"] != 0 and buf is None:
-                    buf = st["momentum_buffer"] = torch.empty_like(p, dtype=torch.float32)
+                    buf = st["momentum_buffer"] = torch.empty_like(w)
                     first = True
                 flags = (1 if g["nesterov"] else 0) | (2 if first else 0)
                 lb = None if buf is None or g["momentum"] == 0 else ctypes.byref(
                     _flat(buf, "SGD: momentum_buffer"))
                 run(lib.lk_sgd_step, queue_for(p.device, _host()),
-                    ctypes.byref(_flat(p, "SGD: param")),
+                    ctypes.byref(_flat(w, "SGD: param")),
                     ctypes.byref(_flat(p.grad, "SGD: grad")), lb, float(g["lr"]),
                     float(g["momentum"]), float(g["dampening"]), float(g["weight_decay"]),
                     flags)
+                _write_back(p, w)
         return loss
 
 
@@ -102,20 +119,21 @@ class AdamW(torch.optim.Optimizer):
             for p in g["params"]:
                 if p.grad is None:
                     continue
-                _check_param(p, "AdamW")
                 st = self.state[p]
-                if not st:
+                w = _master(p, st, "AdamW")
+                if "step" not in st:
                     st["step"] = 0
-                    st["exp_avg"] = torch.zeros_like(p, dtype=torch.float32)
-                    st["exp_avg_sq"] = torch.zeros_like(p, dtype=torch.float32)
+                    st["exp_avg"] = torch.zeros_like(w)
+                    st["exp_avg_sq"] = torch.zeros_like(w)
                 st["step"] += 1
                 run(lib.lk_adamw_step, queue_for(p.device, _host()),
-                    ctypes.byref(_flat(p, "AdamW: param")),
+                    ctypes.byref(_flat(w, "AdamW: param")),
                     ctypes.byref(_flat(p.grad, "AdamW: grad")),
                     ctypes.byref(_flat(st["exp_avg"], "AdamW: exp_avg")),
                     ctypes.byref(_flat(st["exp_avg_sq"], "AdamW: exp_avg_sq")),
                     float(g["lr"]), float(b1), float(b2), float(g["eps"]),
                     float(g["weight_decay"]), int(st["step"]))
+                _write_back(p, w)
         return loss
 
 
