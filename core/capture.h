@@ -42,7 +42,12 @@
     X(set_rows, lk_set_rows_args)                                                       \
     X(glu, lk_glu_args)                                                                 \
     X(rmsnorm_ternary_linear, lk_norm_linear_args)                                     \
-    X(bitnet_decode, lk_bitnet_args)
+    X(bitnet_decode, lk_bitnet_args)                                                    \
+    X(unary_backward, lk_unary_backward_args)                                           \
+    X(softmax_backward, lk_softmax_backward_args)                                       \
+    X(norm_backward, lk_norm_backward_args)                                             \
+    X(embedding_backward, lk_embedding_backward_args)                                   \
+    X(optim_step, lk_optim_args)
 
 #define LK_KSLOT_ENUM_(slot, type) LK_KSLOT_##slot,
 typedef enum lk_kslot {

@@ -1,5 +1,5 @@
 /* Lockstep core: the communicator (include/lockstep/comm.h) and its
- * collectives, docs/numerics.md section 13.
+ * collectives, docs/numerics.md section 14.
  *
  * Every collective starts with an agreement: the ranks exchange a small
  * header (their status after the local checks, shapes and dtype), and each
@@ -749,7 +749,7 @@ lk_status lk_comm_all_reduce(lk_comm *c, lk_queue *q, lk_comm_op op, const lk_te
         else if (!okd)
             h.st = LK_ERR_BAD_DTYPE,
             snprintf(h.msg, sizeof h.msg, "%s: %s of %s is not exact (docs/numerics.md "
-                     "section 13: lk_comm_sum for floats)", fn, op ? "MAX" : "SUM",
+                     "section 14: lk_comm_sum for floats)", fn, op ? "MAX" : "SUM",
                      lk_dtype_name(x->dtype));
         else if (y->dtype != x->dtype || y->rows != x->rows || y->cols != x->cols)
             h.st = LK_ERR_BAD_SHAPE,

@@ -26,6 +26,7 @@ liblockstep_la_SOURCES += \
 	core/ops_paged.c \
 	core/weights.c \
 	core/ops_bitnet.c \
+	core/ops_train.c \
 	core/graph.c \
 	core/comm.c
 # configure's exit cleanup runs 'rm -f core && rm -f -r confdefs* ...', which stops at the core/

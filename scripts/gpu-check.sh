@@ -53,6 +53,12 @@
 #               batch of 64 sequences of 1k-4k tokens, each beside its floor
 #               ((weights + KV bytes) / copy bandwidth); a table last
 #               (SERVE_TIMEOUT seconds per run, default 150)
+#   train       exact-mode training on cuda:0 with the build's liblockstep and
+#               the host's python3 (torch, transformers): the per-step
+#               parameter digests CPU vs CUDA of a small Llama, BitLinear
+#               CPU vs CUDA and deployed == trained, then a training step of
+#               a 134M-parameter model, exact vs stock PyTorch (the ratio);
+#               logs in $OUT/train/ (TRAIN_BENCH_ARGS)
 #   report      make bench-report: lockstep bench on the CPU devices and
 #               lockstep-cuda-bench on cuda:0, the page, plots and JSON copied
 #               to $OUT/bench-report (without gnuplot on the host, the JSON
@@ -717,6 +723,39 @@ stage_comm() {
   fi
 }
 
+stage_train() {
+  t0=$(now)
+  mkdir -p "$OUT/train"
+  if ! python3 -c "import torch, transformers, pytest; assert torch.cuda.is_available()" \
+      > "$OUT/train/python.txt" 2>&1; then
+    record train SKIP 0 "python3 lacks torch with CUDA, transformers or pytest"
+    return
+  fi
+  src=$B/..
+  st=0
+  ( cd "$src/python/tests" && LOCKSTEP_LIBRARY="$B/.libs/liblockstep.so" \
+      LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" PYTHONPATH="$src/python" \
+      PYTHONDONTWRITEBYTECODE=1 timeout 200 python3 -m pytest -q -s -p no:cacheprovider -k cuda \
+      test_train_exact.py test_bitlinear.py ) > "$OUT/train/pytest.log" 2>&1 || st=1
+  # shellcheck disable=SC2086 # TRAIN_BENCH_ARGS is a list of words
+  ( cd "$src" && LOCKSTEP_LIBRARY="$B/.libs/liblockstep.so" \
+      LOCKSTEP_DRIVER_PATH="$B/backends/cuda/.libs" PYTHONPATH="$src/python" \
+      PYTHONDONTWRITEBYTECODE=1 timeout 150 python3 python/tools/bench_train.py \
+      ${TRAIN_BENCH_ARGS:-} ) > "$OUT/train/bench.log" 2>&1 || st=1
+  grep -E "^step |^stock PyTorch|^BitLinear|passed|failed|skipped|Error" "$OUT/train/pytest.log" | tail -40
+  cat "$OUT/train/bench.log" | tail -4
+  same=$(grep -c "^step .* same$" "$OUT/train/pytest.log")
+  steps=$(grep -c "^step " "$OUT/train/pytest.log")
+  res=$(grep -E "[0-9]+ (passed|failed)" "$OUT/train/pytest.log" | tail -1)
+  ratio=$(sed -n 's/^ratio: exact runs at \([0-9.]*x\).*/\1/p' "$OUT/train/bench.log")
+  detail="$same/$steps steps same digests CPU/CUDA; ${ratio:-no} speed vs stock; $res"
+  if test $st -eq 0; then
+    record train ok $(($(now) - t0)) "$detail"
+  else
+    record train FAIL $(($(now) - t0)) "$detail (train/)"
+  fi
+}
+
 for s in $STAGES; do
   case $s in
     serve) stage_serve ;;
@@ -736,6 +775,7 @@ for s in $STAGES; do
     layerprof) stage_layerprof ;;
     attn) stage_attn ;;
     report) stage_report ;;
+    train) stage_train ;;
     *) note "unknown stage $s"; record "$s" FAIL 0 "unknown stage" ;;
   esac
   if test "$s" = build && grep -q "^build *FAIL" "$SUMMARY"; then

@@ -230,3 +230,8 @@ tests_test_comm_LDADD = liblockstep.la -lm
 TESTS += tests/test_comm.sh
 EXTRA_DIST += tests/test_comm.sh
 AM_TESTS_ENVIRONMENT += MPIRUN='$(MPIRUN)'; export MPIRUN;
+# The training ops (backward ops, optimizer steps) on every device against
+# the reference, bit for bit.
+check_PROGRAMS += tests/test_train_ops
+TESTS += tests/test_train_ops
+tests_test_train_ops_LDADD = liblockstep.la -lm

@@ -1,5 +1,5 @@
 /* The communicator's collectives against the one-device reference
- * (docs/numerics.md section 13), run under mpirun by tests/test_comm.sh:
+ * (docs/numerics.md section 14), run under mpirun by tests/test_comm.sh:
  * every rank builds every rank's inputs from the seed, so each checks its
  * result against what the whole row gives on one device (lk_reduce on the
  * "ref" device).  Rank 0 prints TAP; an assertion passes when it holds on

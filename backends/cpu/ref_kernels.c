@@ -325,6 +325,70 @@ lk_status lk_cpu_ref_kv_write_paged(void *q, const lk_kv_write_paged_args *a)
     return lk_ref_kv_write_paged(a);
 }
 
+/* ---- training ops (numerics.md section 13): rows, or columns of the
+ * embedding gradient (each column adds its rows in ascending order) ---- */
+LK_ROWWISE(unary_backward, lk_unary_backward_args,
+           s.x = lk_rows(s.x, r0, r1); s.dy = lk_rows(s.dy, r0, r1);
+           s.dx = lk_rows(s.dx, r0, r1))
+LK_ROWWISE(norm_backward, lk_norm_backward_args,
+           s.x = lk_rows(s.x, r0, r1); s.dy = lk_rows(s.dy, r0, r1);
+           s.dx = lk_rows(s.dx, r0, r1);
+           if (s.dwt.data != NULL) s.dwt = lk_rows(s.dwt, r0, r1))
+
+static void softmax_backward_rows(void *p, int64_t r0, int64_t r1, int tid)
+{
+    lk_softmax_backward_args s = *(const lk_softmax_backward_args *)p;
+    (void)tid;
+    s.y = lk_rows(s.y, r0, r1);
+    s.dy = lk_rows(s.dy, r0, r1);
+    s.dx = lk_rows(s.dx, r0, r1);
+    lk_ref_softmax_backward(&s);
+}
+
+static lk_status ref_softmax_backward(void *q, const lk_softmax_backward_args *a)
+{
+    lk_cpu_for(lk_threads(q, a->y.rows, a->y.cols), a->y.rows, softmax_backward_rows,
+               (void *)a);
+    return LK_OK;
+}
+
+static void embedding_backward_cols(void *p, int64_t c0, int64_t c1, int tid)
+{
+    lk_embedding_backward_args s = *(const lk_embedding_backward_args *)p;
+    (void)tid;
+    s.dy = lk_cols(s.dy, c0, c1);
+    s.dtable = lk_cols(s.dtable, c0, c1);
+    lk_ref_embedding_backward(&s);
+}
+
+static lk_status ref_embedding_backward(void *q, const lk_embedding_backward_args *a)
+{
+    lk_cpu_for(lk_cpu_threads_for((const lk_cpu_queue *)q, (double)a->dy.rows * a->dy.cols,
+                                  a->dy.cols),
+               a->dy.cols, embedding_backward_cols, (void *)a);
+    return LK_OK;
+}
+
+static void optim_rows(void *p, int64_t r0, int64_t r1, int tid)
+{
+    lk_optim_args s = *(const lk_optim_args *)p;
+    (void)tid;
+    s.param = lk_rows(s.param, r0, r1);
+    s.grad = lk_rows(s.grad, r0, r1);
+    if (s.s1.data != NULL)
+        s.s1 = lk_rows(s.s1, r0, r1);
+    if (s.s2.data != NULL)
+        s.s2 = lk_rows(s.s2, r0, r1);
+    lk_ref_optim_step(&s);
+}
+
+static lk_status ref_optim_step(void *q, const lk_optim_args *a)
+{
+    lk_cpu_for(lk_threads(q, a->param.rows, a->param.cols), a->param.rows, optim_rows,
+               (void *)a);
+    return LK_OK;
+}
+
 void lk_cpu_ref_kernels(lk_kernels *k)
 {
     k->gemm = ref_gemm;
@@ -348,4 +412,9 @@ void lk_cpu_ref_kernels(lk_kernels *k)
     k->rmsnorm_quantize = ref_rmsnorm_quantize;
     k->set_rows = ref_set_rows;
     k->glu = ref_glu;
+    k->unary_backward = ref_unary_backward;
+    k->softmax_backward = ref_softmax_backward;
+    k->norm_backward = ref_norm_backward;
+    k->embedding_backward = ref_embedding_backward;
+    k->optim_step = ref_optim_step;
 }

@@ -102,6 +102,12 @@ lk_status lk_cuda_log_softmax(void *queue, const lk_softmax_args *a);
 lk_status lk_cuda_unary(void *queue, const lk_unary_args *a);
 lk_status lk_cuda_binary(void *queue, const lk_binary_args *a);
 lk_status lk_cuda_glu(void *queue, const lk_glu_args *a); /* unary.cu */
+/* the training ops (train.cu) */
+lk_status lk_cuda_unary_backward(void *queue, const lk_unary_backward_args *a);
+lk_status lk_cuda_softmax_backward(void *queue, const lk_softmax_backward_args *a);
+lk_status lk_cuda_norm_backward(void *queue, const lk_norm_backward_args *a);
+lk_status lk_cuda_embedding_backward(void *queue, const lk_embedding_backward_args *a);
+lk_status lk_cuda_optim_step(void *queue, const lk_optim_args *a);
 lk_status lk_cuda_quantize_act(void *queue, const lk_quant_args *a);
 lk_status lk_cuda_rmsnorm_quantize(void *queue, const lk_norm_quant_args *a);
 lk_status lk_cuda_quantize_ternary(void *queue, const lk_quant_args *a);

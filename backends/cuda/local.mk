@@ -51,7 +51,8 @@ lk_cuda_kernels = \
 	backends/cuda/set_rows.cu \
 	backends/cuda/weights.cu \
 	backends/cuda/linear.cu \
-	backends/cuda/bitnet.cu
+	backends/cuda/bitnet.cu \
+	backends/cuda/train.cu
 
 EXTRA_DIST += build-aux/nvcc-wrapper.sh backends/cuda/README.md
 
@@ -79,7 +80,7 @@ lk_nvcc_compile = $(LIBTOOL) $(AM_V_lt) --tag=CC --mode=compile \
 	$(AM_V_NVCC)$(MKDIR_P) $(@D) && $(lk_nvcc_compile) -c -o $@ $<
 
 $(lk_cuda_kernels:.cu=.lo): $(lk_cuda_headers) numerics/contract.h numerics/scalar.h \
-	backends/transcendental.h backends/rope.h backends/bitnet.h \
+	backends/transcendental.h backends/rope.h backends/bitnet.h backends/train.h \
 	include/lockstep/driver.h
 
 # CUDA-specific tests (graph capture, adopted streams, the kernels' own

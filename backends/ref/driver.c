@@ -44,6 +44,11 @@ LK_REF_ADAPT(set_rows, lk_set_rows_args)
 LK_REF_ADAPT(glu, lk_glu_args)
 LK_REF_ADAPT(attention_paged, lk_attention_paged_args)
 LK_REF_ADAPT(kv_write_paged, lk_kv_write_paged_args)
+LK_REF_ADAPT(unary_backward, lk_unary_backward_args)
+LK_REF_ADAPT(softmax_backward, lk_softmax_backward_args)
+LK_REF_ADAPT(norm_backward, lk_norm_backward_args)
+LK_REF_ADAPT(embedding_backward, lk_embedding_backward_args)
+LK_REF_ADAPT(optim_step, lk_optim_args)
 
 static const lk_device_iface lk_ref_iface;
 
@@ -96,6 +101,11 @@ static const lk_device_iface lk_ref_iface = {
         .set_rows = lk_ref_q_set_rows,
         .glu = lk_ref_q_glu,
         .bitnet_decode = lk_ref_q_bitnet_decode,
+        .unary_backward = lk_ref_q_unary_backward,
+        .softmax_backward = lk_ref_q_softmax_backward,
+        .norm_backward = lk_ref_q_norm_backward,
+        .embedding_backward = lk_ref_q_embedding_backward,
+        .optim_step = lk_ref_q_optim_step,
     },
     .attention_paged = lk_ref_q_attention_paged,
     .kv_write_paged = lk_ref_q_kv_write_paged,

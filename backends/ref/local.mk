@@ -30,3 +30,6 @@ backends_ref_libref_la_SOURCES += backends/ref/rope.c backends/ref/attention.c \
 	backends/ref/embedding.c
 # lk_set_rows, the scatter counterpart of embedding (numerics.md section 12.4.1).
 backends_ref_libref_la_SOURCES += backends/ref/set_rows.c
+# The training ops: backward ops and optimizer steps (numerics.md section 13).
+noinst_HEADERS += backends/train.h
+backends_ref_libref_la_SOURCES += backends/ref/train.c

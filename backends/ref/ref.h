@@ -53,4 +53,11 @@ lk_status lk_ref_embedding(const lk_embedding_args *a);
 lk_status lk_ref_set_rows(const lk_set_rows_args *a);
 lk_status lk_ref_glu(const lk_glu_args *a);
 
+/* The training ops (numerics.md section 13). */
+lk_status lk_ref_unary_backward(const lk_unary_backward_args *a);
+lk_status lk_ref_softmax_backward(const lk_softmax_backward_args *a);
+lk_status lk_ref_norm_backward(const lk_norm_backward_args *a);
+lk_status lk_ref_embedding_backward(const lk_embedding_backward_args *a);
+lk_status lk_ref_optim_step(const lk_optim_args *a);
+
 #endif

@@ -5,7 +5,7 @@
  * communicator spans them.  Each rank attaches the device its tensors
  * live on; a collective then moves host-memory tensors with MPI and GPU
  * tensors with NCCL where every rank is a GPU and the library was built
- * with NCCL (through host memory otherwise).  docs/numerics.md section 13
+ * with NCCL (through host memory otherwise).  docs/numerics.md section 14
  * is the contract: every collective gives the same bits on every rank,
  * for any number of ranks, and the float ones equal the one-device op.
  *

@@ -61,6 +61,11 @@ typedef enum lk_op {
     LK_OP_BITNET_DECODE,
     LK_OP_ATTENTION_PAGED,
     LK_OP_KV_WRITE_PAGED,
+    LK_OP_UNARY_BACKWARD,
+    LK_OP_SOFTMAX_BACKWARD,
+    LK_OP_NORM_BACKWARD,
+    LK_OP_EMBEDDING_BACKWARD,
+    LK_OP_OPTIM_STEP,
     LK_OP_COUNT_ /* not an op */
 } lk_op;
 
@@ -165,6 +170,41 @@ typedef struct lk_glu_args {  /* y = unary(op, gate) * up, all one shape;
     lk_unary_op op;
     lk_tensor gate, up, y;
 } lk_glu_args;
+
+/* Training (docs/numerics.md section 13). */
+typedef struct lk_unary_backward_args {
+    lk_unary_op op;
+    lk_tensor x, dy, dx;  /* dx may be dy itself */
+} lk_unary_backward_args;
+
+typedef struct lk_softmax_backward_args {
+    int log;              /* 1: log-softmax */
+    lk_tensor y, dy, dx;  /* dx may be dy itself */
+} lk_softmax_backward_args;
+
+typedef struct lk_norm_backward_args {
+    int layer;            /* 1: layernorm, 0: rmsnorm */
+    float eps;
+    lk_tensor x, weight, dy, dx, dwt; /* weight, dwt data == NULL: none */
+} lk_norm_backward_args;
+
+typedef struct lk_embedding_backward_args { /* ids checked in [0, dtable rows) */
+    lk_tensor dy, ids, dtable;
+} lk_embedding_backward_args;
+
+typedef enum lk_optim_kind { LK_OPTIM_SGD = 1, LK_OPTIM_ADAMW = 2 } lk_optim_kind;
+
+/* The scalars of one step, computed by the core (section 13.5). */
+typedef struct lk_optim_args {
+    lk_optim_kind kind;
+    lk_tensor param, grad, s1, s2; /* SGD: s1 the momentum buffer (data NULL:
+                                      none); AdamW: s1 = m, s2 = v */
+    unsigned flags;                /* LK_SGD_* */
+    /* SGD: lr, momentum, dampening' = 1 - dampening, weight_decay.
+     * AdamW: lr' = lr / bc1 (the step size), beta1' = 1 - beta1, beta2,
+     * 1 - beta2, eps, decay = 1 - lr * weight_decay, sqrt(bc2). */
+    float c[8];
+} lk_optim_args;
 
 /* Prepared weights (include/lockstep/weights.h). */
 typedef struct lk_weights_args {
@@ -342,6 +382,13 @@ typedef struct lk_kernels {
     /* lk_bitnet_decode: NULL means LK_ERR_UNSUPPORTED.  lk_host's
      * bitnet_compose runs the composition on any kernel table. */
     lk_status (*bitnet_decode)(void *queue, const lk_bitnet_args *args);
+    /* Training (ops.h, docs/numerics.md section 13): NULL means
+     * LK_ERR_UNSUPPORTED. */
+    lk_status (*unary_backward)(void *queue, const lk_unary_backward_args *args);
+    lk_status (*softmax_backward)(void *queue, const lk_softmax_backward_args *args);
+    lk_status (*norm_backward)(void *queue, const lk_norm_backward_args *args);
+    lk_status (*embedding_backward)(void *queue, const lk_embedding_backward_args *args);
+    lk_status (*optim_step)(void *queue, const lk_optim_args *args);
 } lk_kernels;
 
 typedef struct lk_device_iface {

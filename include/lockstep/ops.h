@@ -272,6 +272,61 @@ LK_API lk_status lk_kv_write_paged(lk_queue *q, const lk_tensor *k_new, const lk
 /* |angle| above which lk_rope's sin and cos give NaN (2^22). */
 #define LK_ROPE_MAX_ANGLE 4194304.0f
 
+/* ------------------------------------------------------------ training
+ * Backward ops and optimizer steps (docs/numerics.md section 13).  Column
+ * sums over rows (a weight's or a bias's gradient) are lk_gemm with a
+ * 1 x rows row of ones as A: section 4 fixes their order. */
+
+/* dx = dy * f'(x), element by element, f being lk_unary's op (COPY:
+ * dx = dy).  x, dy, dx one shape; dx may be dy itself (in place). */
+LK_API lk_status lk_unary_backward(lk_queue *q, lk_unary_op op, const lk_tensor *x,
+                                   const lk_tensor *dy, const lk_tensor *dx);
+
+/* The gradient of lk_softmax (log = 0) or lk_log_softmax (log = 1) with
+ * respect to its input, row by row, from the forward's output y and the
+ * output's gradient dy: dx = (dy - sum(dy * y)) * y, or
+ * dx = dy - exp(y) * sum(dy).  y, dy, dx one shape with cols >= 1; dx may
+ * be dy itself. */
+LK_API lk_status lk_softmax_backward(lk_queue *q, const lk_tensor *y, const lk_tensor *dy,
+                                     int log, const lk_tensor *dx);
+
+/* The gradients of lk_rmsnorm (layer = 0) or lk_layernorm (layer = 1)
+ * from the forward's input x, weight (NULL or 1 x cols) and eps and the
+ * output's gradient dy: dx (x's shape), and, when dwt is not NULL, the
+ * weight gradient's terms dwt[r, i] = dy[r, i] * xhat[r, i] (rows x cols;
+ * the weight's gradient is their column sum, the bias's that of dy). */
+LK_API lk_status lk_norm_backward(lk_queue *q, int layer, const lk_tensor *x,
+                                  const lk_tensor *weight, const lk_tensor *dy, float eps,
+                                  const lk_tensor *dx, const lk_tensor *dwt);
+
+/* The gradient of lk_embedding: dtable[ids[r]] += dy[r] for r = 0, 1, ...
+ * in ascending order (no atomics: every device adds the rows in the same
+ * order).  dtable f32 vocab x dim, accumulated into (zero it first for a
+ * plain gradient); dy float n x dim; ids LK_I32 n x 1, each in [0, vocab)
+ * or LK_ERR_RANGE before anything is written.  Not inside a captured
+ * graph (the ids are checked on the host). */
+LK_API lk_status lk_embedding_backward(lk_queue *q, const lk_tensor *dy, const lk_tensor *ids,
+                                       const lk_tensor *dtable);
+
+enum lk_sgd_flags {
+    LK_SGD_NESTEROV = 1u << 0,
+    LK_SGD_FIRST = 1u << 1 /* the momentum buffer is set to the gradient */
+};
+
+/* One step of SGD (PyTorch's torch.optim.SGD, foreach=False) on every
+ * element: param f32; grad float, param's shape; buf f32, param's shape,
+ * the momentum buffer (NULL when momentum is 0). */
+LK_API lk_status lk_sgd_step(lk_queue *q, const lk_tensor *param, const lk_tensor *grad,
+                             const lk_tensor *buf, float lr, float momentum, float dampening,
+                             float weight_decay, unsigned flags);
+
+/* One step of AdamW (torch.optim.AdamW, amsgrad=False) on every element:
+ * param f32; grad float; m and v f32 (the moments, zero before step 1),
+ * all one shape; step >= 1 counts the steps including this one. */
+LK_API lk_status lk_adamw_step(lk_queue *q, const lk_tensor *param, const lk_tensor *grad,
+                               const lk_tensor *m, const lk_tensor *v, float lr, float beta1,
+                               float beta2, float eps, float weight_decay, int64_t step);
+
 LK_END_DECLS
 
 #endif

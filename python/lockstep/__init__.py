@@ -19,6 +19,7 @@ from ._tensor import Tensor, Typed, bf16, f16, t2, tensor, empty
 from .ops import *  # noqa: F401,F403 (the ops, named as in ops.h)
 from .ops import __all__ as _ops_all
 from ._check import cross_check, CrossCheck, Mismatch
+from . import train_ops  # backward ops and optimizer steps
 
 
 def library_version():

@@ -12,10 +12,31 @@ class Mismatch(AssertionError):
     """Raised by cross_check(..., strict=True) and CrossCheck.check()."""
 
 
+def _foreign_gpu(obj):
+    """Whether obj is a GPU array of another library with a .cpu() (a
+    PyTorch CUDA tensor)."""
+    if isinstance(obj, (Tensor, Typed)) or not hasattr(obj, "__dlpack_device__"):
+        return False
+    try:
+        kind = obj.__dlpack_device__()[0]
+    except (TypeError, ValueError, BufferError):
+        return False
+    return kind not in (dl.KDL_CPU, dl.KDL_CUDA_HOST) and callable(getattr(obj, "cpu", None))
+
+
+def _on_host(obj):
+    """A GPU array of another library copied to the host through its own
+    .cpu(); anything else as it is."""
+    return obj.cpu() if _foreign_gpu(obj) else obj
+
+
 def _snapshot(obj):
     """(bytes, lk dtype, shape) of an op's output, read on the host."""
     if isinstance(obj, Tensor):
         return obj.tobytes(), obj.dtype, obj.shape
+    obj = _on_host(obj)
+    if hasattr(obj, "is_contiguous") and callable(getattr(obj, "contiguous", None)):
+        obj = obj.contiguous()
     v = view(obj, "output")
     t = v.lk
     if isinstance(v.device, tuple) and v.device[0] not in (dl.KDL_CPU, dl.KDL_CUDA_HOST):
@@ -92,6 +113,8 @@ class CrossCheck:
 def _onto(x, dev):
     """x copied to a device without host memory, when it is a tensor."""
     if isinstance(x, (Tensor, Typed)) or hasattr(x, "__dlpack__"):
+        if _foreign_gpu(x):
+            return x      # already GPU memory: the op reads it in place
         return copy_to(x, dev)
     return x
 
@@ -108,8 +131,10 @@ def cross_check(fn, *args, devices=None, strict=False, **kwargs):
     """Run fn(*args, device=d, **kwargs) on each device (default: every
     reference, CPU and GPU device) and compare every output's bits with
     the first device's.  Host inputs are copied to devices without host
-    memory.  A device that lacks the op (UnsupportedError) is reported,
-    not counted as a mismatch.  Returns a CrossCheck; strict=True raises
+    memory; GPU arrays of other libraries (PyTorch CUDA tensors) are read
+    in place by GPU devices and copied to the host for host devices.  A
+    device that lacks the op (UnsupportedError) is reported, not counted
+    as a mismatch.  Returns a CrossCheck; strict=True raises
     Mismatch on any difference."""
     names = list(devices) if devices is not None else _default_devices()
     r = CrossCheck()
@@ -117,7 +142,11 @@ def cross_check(fn, *args, devices=None, strict=False, **kwargs):
     for name in names:
         dev = _find_device(name)
         a, kw = args, kwargs
-        if not dev.host_memory:
+        if dev.host_memory:
+            # GPU arrays of other libraries (PyTorch CUDA tensors) come to the host
+            a = tuple(_on_host(x) for x in args)
+            kw = {k: _on_host(x) for k, x in kwargs.items()}
+        else:
             a = tuple(_onto(x, dev) for x in args)
             kw = {k: _onto(x, dev) for k, x in kwargs.items()}
         try:

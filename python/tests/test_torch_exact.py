@@ -1,0 +1,428 @@
+"""lockstep.torch.exact(): each covered op against Lockstep's own op (bits),
+the compositions, the raise rule, warn mode, bad input, and on a GPU the
+same bits from CUDA tensors as from CPU tensors."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import lockstep
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+lt = pytest.importorskip("lockstep.torch", reason="lockstep.torch needs PyTorch")
+F = torch.nn.functional
+
+DTYPES = [torch.float32, torch.bfloat16]
+
+
+def cuda_or_skip():
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch sees no CUDA device")
+    if "cuda:0" not in lockstep.devices():
+        pytest.skip("Lockstep has no cuda:0 (LOCKSTEP_DRIVER_PATH: the CUDA driver module)")
+
+
+def tbits(t):
+    """A torch tensor's bits as a numpy array of unsigned integers."""
+    t = t.detach().cpu().contiguous()
+    view = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+    return t.view(view).numpy()
+
+
+def lbits(t):
+    """A lockstep.Tensor's bits, comparable with tbits."""
+    b = np.from_dlpack(t.to_host().bits()).copy()
+    return b.view({2: np.int16, 4: np.int32, 8: np.int64, 1: np.uint8}[b.itemsize])
+
+
+def same(a, b):
+    x = tbits(a) if isinstance(a, torch.Tensor) else lbits(a)
+    y = tbits(b) if isinstance(b, torch.Tensor) else lbits(b)
+    assert x.shape == y.shape or x.size == y.size, (x.shape, y.shape)
+    x, y = x.ravel(), y.ravel()
+    d = np.flatnonzero(x != y)
+    assert d.size == 0, f"{d.size} elements differ, first at {d[0]}: {x[d[0]]:#x} != {y[d[0]]:#x}"
+
+
+def rand(gen, *shape, dtype=torch.float32):
+    return torch.randn(*shape, generator=gen).to(dtype)
+
+
+@pytest.fixture
+def gen(rng):
+    return torch.Generator().manual_seed(int(rng.integers(2 ** 31)))
+
+
+# ------------------------------------------------------------ covered ops
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mm_addmm_bmm_linear(gen, dtype):
+    a, b, bias = rand(gen, 9, 33, dtype=dtype), rand(gen, 33, 17, dtype=dtype), \
+        rand(gen, 17, dtype=dtype)
+    w = rand(gen, 17, 33, dtype=dtype)
+    x3, y3 = rand(gen, 3, 5, 33, dtype=dtype), rand(gen, 3, 33, 7, dtype=dtype)
+    tc = "sm90" if dtype != torch.float32 else None
+    with lt.exact():
+        mm = a @ b
+        addmm = torch.addmm(bias, a, b)
+        lin = F.linear(x3, w, bias)
+        bmm = torch.bmm(x3, y3)
+        mat3 = torch.matmul(x3, y3)
+    same(mm, lockstep.gemm(a, b, tc=tc, device="cpu"))
+    same(addmm, lockstep.gemm(a, b, bias, tc=tc, device="cpu"))
+    same(lin, lockstep.gemm(x3.reshape(15, 33), w, bias, trans_b=True, tc=tc, device="cpu"))
+    same(bmm, lockstep.gemm(x3, y3, tc=tc, device="cpu"))
+    same(mat3, bmm)
+
+
+def test_tier_option(gen):
+    a, b = rand(gen, 4, 40, dtype=torch.bfloat16), rand(gen, 40, 6, dtype=torch.bfloat16)
+    with lt.exact(tc=None):
+        ieee = a @ b
+    with lt.exact(tc="sm80"):
+        sm80 = a @ b
+    same(ieee, lockstep.gemm(a, b, device="cpu"))
+    same(sm80, lockstep.gemm(a, b, tc="sm80", device="cpu"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reductions(gen, dtype):
+    x = rand(gen, 4, 6, 50, dtype=dtype)
+    with lt.exact():
+        r = {"sum": x.sum(-1), "mean": x.mean(-1, keepdim=True), "var": x.var(-1),
+             "var0": x.var(-1, correction=0), "max": x.amax(-1), "argmax": x.argmax(-1),
+             "all": x.sum(), "f32": x.sum(-1, dtype=torch.float32)}
+    assert r["mean"].shape == (4, 6, 1) and r["argmax"].dtype == torch.int64
+    same(r["sum"], lockstep.sum(x, device="cpu"))
+    same(r["mean"], lockstep.mean(x, device="cpu"))
+    same(r["var"], lockstep.var(x, unbiased=True, device="cpu"))
+    same(r["var0"], lockstep.var(x, device="cpu"))
+    same(r["max"], lockstep.max(x, device="cpu"))
+    same(r["argmax"], lockstep.argmax(x, device="cpu"))
+    same(r["all"], lockstep.sum(x.reshape(1, -1), device="cpu"))
+    same(r["f32"], lockstep.sum(x, dtype="f32", device="cpu"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_norms_softmax(gen, dtype):
+    x, w, b = rand(gen, 7, 64, dtype=dtype), rand(gen, 64, dtype=dtype), rand(gen, 64, dtype=dtype)
+    with lt.exact():
+        sm = torch.softmax(x, -1)
+        lsm = torch.log_softmax(x, dim=-1)
+        rms = F.rms_norm(x, (64,), w, 1e-6)
+        ln = F.layer_norm(x, (64,), w, b, 1e-5)
+        sm32 = torch.softmax(x, -1, dtype=torch.float32)
+    same(sm, lockstep.softmax(x, device="cpu"))
+    same(lsm, lockstep.log_softmax(x, device="cpu"))
+    same(rms, lockstep.rmsnorm(x, w, eps=1e-6, device="cpu"))
+    same(ln, lockstep.layernorm(x, w, b, eps=1e-5, device="cpu"))
+    same(sm32, lockstep.softmax(x.float(), device="cpu"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_unary(gen, dtype):
+    x = rand(gen, 5, 40, dtype=dtype)
+    pos = x.abs() + 0.25
+    with lt.exact():
+        got = {"silu": F.silu(x), "gelu_erf": F.gelu(x), "gelu_tanh": F.gelu(x, approximate="tanh"),
+               "relu": torch.relu(x), "sigmoid": torch.sigmoid(x), "exp": torch.exp(x),
+               "log": torch.log(pos), "tanh": torch.tanh(x)}
+        inplace = x.clone()
+        F.silu(inplace, inplace=True)
+    for op, y in got.items():
+        same(y, lockstep.unary(pos if op == "log" else x, op, device="cpu"))
+    same(inplace, got["silu"])
+
+
+def test_embedding(gen):
+    table = rand(gen, 50, 16, dtype=torch.bfloat16)
+    ids = torch.tensor([[3, 0, 49], [7, 7, 1]])
+    with lt.exact():
+        y = F.embedding(ids, table)
+    assert y.shape == (2, 3, 16)
+    same(y, lockstep.embedding(table, ids.reshape(-1).int(), device="cpu"))
+    with lt.exact(), pytest.raises(lockstep.RangeError):
+        F.embedding(torch.tensor([50]), table)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kv_heads", [4, 2])
+def test_attention(gen, dtype, kv_heads):
+    B, H, S, D = 2, 4, 6, 8
+    q = rand(gen, B, H, S, D, dtype=dtype)
+    k, v = rand(gen, B, kv_heads, S, D, dtype=dtype), rand(gen, B, kv_heads, S, D, dtype=dtype)
+    gqa = kv_heads != H
+    mask = torch.ones(B, 1, S, S, dtype=torch.bool).tril()
+    mask[1, :, :, 4:] = False                  # right padding of sequence 1
+    with lt.exact():
+        causal = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        masked = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
+        fmask = torch.zeros(B, 1, S, S, dtype=dtype).masked_fill(~mask, torch.finfo(dtype).min)
+        fmasked = F.scaled_dot_product_attention(q, k, v, attn_mask=fmask, enable_gqa=gqa)
+    tok = lambda t: t.transpose(1, 2).reshape(B, S, -1).contiguous()   # noqa: E731
+    pos = torch.arange(S, dtype=torch.int32).expand(B, S).contiguous()
+    want = lockstep.attention(tok(q), tok(k), tok(v), pos, n_head=H, n_kv=kv_heads, device="cpu")
+    same(tok(causal), want)
+    pos2 = pos.clone()
+    pos2[1] = torch.clamp(pos2[1], max=3)
+    want2 = lockstep.attention(tok(q), tok(k), tok(v), pos2, n_head=H, n_kv=kv_heads, device="cpu")
+    same(tok(masked), want2)
+    same(fmasked, masked)
+
+
+def test_attention_left_padding_raises(gen):
+    q = rand(gen, 1, 2, 4, 8)
+    mask = torch.ones(1, 1, 4, 4, dtype=torch.bool).tril()
+    mask[..., 0] = False
+    with lt.exact(), pytest.raises(lt.NotCoveredError, match="prefix"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+
+
+# ------------------------------------------------------------ compositions
+
+def test_compositions(gen):
+    x = rand(gen, 6, 30)
+    p = x.abs() + 0.01
+    with lt.exact():
+        r = torch.rsqrt(p)
+        sq, cu = x.pow(2), x.pow(3)
+        c, s = torch.cos(x * 40), torch.sin(x * 40)
+        d = x / 7.0
+        rb = torch.rsqrt(p.bfloat16())
+    same(r, torch.reciprocal(torch.sqrt(p)))
+    same(sq, x * x)
+    same(cu, x * x * x)
+    same(d, x / torch.tensor(7.0))
+    same(rb, torch.reciprocal(torch.sqrt(p.bfloat16().float())).bfloat16())
+    ang = (x * 40).double()
+    # within one f32 ulp of the double-precision value
+    for got, ref in ((c, torch.cos(ang)), (s, torch.sin(ang))):
+        err = (got.double() - ref).abs()
+        ulp = torch.finfo(torch.float32).eps * ref.abs().clamp(min=2 ** -20)
+        assert bool((err <= ulp).all()), float((err / ulp).max())
+
+
+# ------------------------------------------------------- the raise rule
+
+def test_uncovered_ops_raise(gen):
+    x = rand(gen, 4, 8)
+    with lt.exact():
+        with pytest.raises(lt.NotCoveredError, match="cumsum"):
+            torch.cumsum(x, 0)
+        with pytest.raises(lt.NotCoveredError, match="erfinv"):
+            torch.erfinv(x.clamp(-0.5, 0.5) if False else x * 0)
+        with pytest.raises(lt.NotCoveredError, match="alpha"):
+            torch.add(x, x, alpha=2)
+        with pytest.raises(lt.NotCoveredError, match="last dim"):
+            x.sum(0)
+        with pytest.raises(lt.NotCoveredError, match="exponent"):
+            x.pow(2.5)
+        with pytest.raises(lt.NotCoveredError, match="float64"):
+            x.double() @ x.double().t()
+        y = x + x                              # exact ops still run
+    same(y, x * 2)
+
+
+def test_warn_mode_counts_and_runs(gen):
+    x = rand(gen, 4, 8)
+    with pytest.warns(RuntimeWarning, match="cumsum"):
+        with lt.exact(on_uncovered="warn") as m:
+            y = torch.cumsum(x, 0)
+            torch.cumsum(x, 1)
+            z = torch.softmax(x, -1)
+    assert m.uncovered["aten.cumsum.default"] == 2 and "cumsum" in m.report()
+    same(y, torch.cumsum(x, 0))
+    same(z, lockstep.softmax(x, device="cpu"))
+
+
+def test_register_new_op(gen):
+    x = rand(gen, 3, 5)
+    calls = []
+
+    @lt.register("aten::erfinv.default")
+    def erfinv(self):
+        calls.append(self.shape)
+        return torch.zeros_like(self)
+    try:
+        with lt.exact():
+            y = torch.erfinv(x)
+        assert calls == [(3, 5)] and bool((y == 0).all())
+    finally:
+        del lt.COVERED[torch.ops.aten.erfinv.default]
+
+
+# ------------------------------------------------------------ bad input
+
+def test_bad_input_names_argument_and_writes_nothing(gen):
+    a, b, b53, x12 = rand(gen, 4, 6), rand(gen, 6, 3), rand(gen, 5, 3), rand(gen, 4, 12)
+    out = torch.full((4, 3), 7.0)
+    with lt.exact():
+        with pytest.raises(lockstep.BadShapeError, match="mat2"):
+            torch.mm(a, b53, out=out)
+        with pytest.raises(lockstep.BadDtypeError, match="mat2"):
+            torch.mm(a, b.bfloat16(), out=out)
+        with pytest.raises(lockstep.WrongDeviceError, match="mat2"):
+            torch.mm(a, torch.empty(6, 3, device="meta"), out=out)
+        with pytest.raises(lockstep.BadLeadingDimError, match="self"):
+            torch.softmax(x12[:, ::2], -1)
+        with pytest.raises(lockstep.BadLeadingDimError, match="aten.mm: self"):
+            torch.mm(x12[:, ::2].t().t(), b, out=out)
+        with pytest.raises(lt.NotCoveredError, match="int32"):
+            torch.mm(a.int(), b.int())
+        with pytest.raises(lockstep.BadShapeError, match="out"):
+            torch.mm(a, b, out=torch.empty(3, 3))
+    assert bool((out == 7.0).all())
+    with lt.exact():
+        torch.mm(a, b, out=out)
+    same(out, lockstep.gemm(a, b, device="cpu"))
+
+
+def test_tier_refused_for_missing_gpu_generation():
+    with pytest.raises(ValueError, match="tc"):
+        lt.exact(tc="sm70")
+
+
+def test_other_threads_unaffected(gen):
+    import threading
+    x = rand(gen, 3, 4)
+    seen = []
+    with lt.exact():
+        t = threading.Thread(target=lambda: seen.append(torch.cumsum(x, 0)))
+        t.start()
+        t.join()
+    assert len(seen) == 1
+
+
+# ------------------------------------------------------------ CUDA
+
+def _ops_cases(gen, dtype):
+    x = rand(gen, 6, 48, dtype=dtype)
+    w, b = rand(gen, 24, 48, dtype=dtype), rand(gen, 24, dtype=dtype)
+    q = rand(gen, 2, 4, 5, 16, dtype=dtype)
+    kv = rand(gen, 2, 2, 5, 16, dtype=dtype)
+    mask = torch.ones(2, 1, 5, 5, dtype=torch.bool).tril()
+    mask[1, ..., 3:] = False
+    return [
+        ("linear", lambda d: F.linear(x.to(d), w.to(d), b.to(d))),
+        ("bmm", lambda d: torch.bmm(q[0].to(d), q[1].to(d).transpose(1, 2))),
+        ("sum", lambda d: x.to(d).sum(-1)), ("mean", lambda d: x.to(d).mean(-1)),
+        ("var", lambda d: x.to(d).var(-1)), ("amax", lambda d: x.to(d).amax(-1)),
+        ("argmax", lambda d: x.to(d).argmax(-1)),
+        ("softmax", lambda d: torch.softmax(x.to(d), -1)),
+        ("log_softmax", lambda d: torch.log_softmax(x.to(d), -1)),
+        ("rms_norm", lambda d: F.rms_norm(x.to(d), (48,), x[0].to(d), 1e-6)),
+        ("layer_norm", lambda d: F.layer_norm(x.to(d), (48,), x[0].to(d), x[1].to(d))),
+        ("silu", lambda d: F.silu(x.to(d))), ("gelu", lambda d: F.gelu(x.to(d))),
+        ("gelu_tanh", lambda d: F.gelu(x.to(d), approximate="tanh")),
+        ("sigmoid", lambda d: torch.sigmoid(x.to(d))), ("exp", lambda d: torch.exp(x.to(d))),
+        ("tanh", lambda d: torch.tanh(x.to(d))), ("log", lambda d: torch.log(x.to(d).abs())),
+        ("rsqrt", lambda d: torch.rsqrt(x.to(d).abs())),
+        ("pow3", lambda d: x.to(d).pow(3)), ("cos", lambda d: torch.cos(x.to(d) * 100)),
+        ("sin", lambda d: torch.sin(x.to(d) * 100)), ("div", lambda d: x.to(d) / 3.0),
+        ("embedding", lambda d: F.embedding(torch.tensor([5, 0, 2], device=d), x.to(d))),
+        ("sdpa", lambda d: F.scaled_dot_product_attention(
+            q.to(d), kv.to(d), kv.to(d), attn_mask=mask.to(d), enable_gqa=True)),
+    ]
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.float16])
+def test_cuda_matches_cpu(gen, dtype):
+    cuda_or_skip()
+    for name, fn in _ops_cases(gen, dtype):
+        with lt.exact():
+            c = fn("cpu")
+            g = fn("cuda")
+        torch.cuda.synchronize()
+        assert g.device.type == "cuda", name
+        try:
+            same(c, g)
+        except AssertionError as e:
+            raise AssertionError(f"{name} ({dtype}): {e}") from None
+
+
+def _specials(gen, n, dtype):
+    x = torch.randn(n, generator=gen) * torch.exp2(torch.randint(-30, 30, (n,), generator=gen))
+    x[:8] = torch.tensor([0.0, -0.0, math.inf, -math.inf, 1e-40, -1e-40, 3.4e38, 1.0])
+    return x.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.float16])
+def test_cuda_allowed_ops_match_cpu(gen, dtype):
+    """The ops exact mode lets PyTorch run give the same bits on CUDA as on
+    the CPU (correctly rounded on both)."""
+    cuda_or_skip()
+    a, b = _specials(gen, 4096, dtype), _specials(gen, 4096, dtype)
+    cases = {
+        "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+        "div": lambda x, y: x / y, "div_scalar": lambda x, y: x / 3.0,
+        "mul_scalar": lambda x, y: x * 0.7, "add_scalar": lambda x, y: x + 1e-6,
+        "rsub": lambda x, y: 1.0 - x, "sqrt": lambda x, y: torch.sqrt(x.abs()),
+        "reciprocal": lambda x, y: torch.reciprocal(x), "neg": lambda x, y: -x,
+        "to_f32": lambda x, y: x.float(), "to_bf16": lambda x, y: x.float().bfloat16(),
+        "to_f16": lambda x, y: x.float().half(),
+        "where": lambda x, y: torch.where(x > y, x, y),
+        "masked_fill": lambda x, y: x.masked_fill(y > 0, torch.finfo(x.dtype).min),
+        "cat": lambda x, y: torch.cat([x, y]), "f64_mul_add": lambda x, y: x.double() * 0.3 + y,
+    }
+    for name, fn in cases.items():
+        with lt.exact():
+            c = fn(a, b)
+            g = fn(a.cuda(), b.cuda())
+        nan = torch.isnan(c)
+        c, g = c.masked_fill(nan, 0), g.cpu().masked_fill(nan, 0)   # NaN payloads aside
+        try:
+            same(c, g)
+        except AssertionError as e:
+            raise AssertionError(f"{name} ({dtype}): {e}") from None
+
+
+def test_cuda_runs_on_current_stream(gen):
+    cuda_or_skip()
+    x = rand(gen, 64, 256).cuda()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s), lt.exact():
+        y = torch.softmax(x * 2, -1)           # mul and softmax ordered on s
+    s.synchronize()
+    with lt.exact():
+        same(y, torch.softmax(x.cpu() * 2, -1))
+
+
+def test_cuda_wrong_device_names_argument(gen):
+    cuda_or_skip()
+    a = rand(gen, 4, 4)
+    with lt.exact(), pytest.raises(lockstep.WrongDeviceError, match="mat2"):
+        torch.mm(a.cuda(), a)
+
+
+# ------------------------------------------------------------ cross_check
+
+def test_cross_check_torch_function(gen):
+    x, w = rand(gen, 4, 32, dtype=torch.bfloat16), rand(gen, 16, 32, dtype=torch.bfloat16)
+
+    def f(x, w):
+        return torch.softmax(F.linear(x, w), -1), F.silu(x)
+    hosts = [d for d in ("ref", "cpu") if d in lockstep.devices()]
+    r = lt.cross_check(f, x, w, devices=hosts + (["cuda:0"] if torch.cuda.is_available()
+                                                 and "cuda:0" in lockstep.devices() else []))
+    assert r.identical, str(r)
+    assert len(r.outputs[r.ran[0]]) == 2
+    # a function whose result depends on the device: the difference is found
+    bad = lt.cross_check(lambda x: x + float(lt.current().host_device.name == "ref"), x,
+                         devices=["cpu", "ref"])
+    assert not bad.identical and bad.mismatches[0][:3] == ("ref", 0, 0), str(bad)
+    with pytest.raises(lockstep.Mismatch):
+        bad.check()
+    model = torch.nn.Sequential(torch.nn.Linear(32, 8), torch.nn.GELU())
+    assert lt.cross_check(model, x.float(), devices=hosts).identical
+
+
+def test_cross_check_lockstep_op_with_torch_tensors(gen):
+    x = rand(gen, 3, 40)
+    r = lockstep.cross_check(lockstep.rmsnorm, x, eps=1e-6)
+    assert r.identical, str(r)
+    if torch.cuda.is_available() and "cuda:0" in lockstep.devices():
+        r = lockstep.cross_check(lockstep.rmsnorm, x.cuda(), eps=1e-6,
+                                 devices=["cuda:0", "cpu", "ref"])
+        assert r.identical and r.ran == ["cuda:0", "cpu", "ref"], str(r)

@@ -1,0 +1,46 @@
+"""transformers causal LMs (GPT-2 and Llama-style, random weights, built
+from configs: nothing downloaded) in exact mode: the same logits bits for
+each sequence alone and inside a right-padded batch of 8, and on a GPU the
+same bits from CUDA as from the CPU.  The stock model's digests are
+printed for contrast (pytest -s shows them)."""
+
+import os
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+pytest.importorskip("transformers", reason="transformers is not installed")
+pytest.importorskip("lockstep.torch", reason="lockstep.torch needs PyTorch")
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+import exact_transformers as ex  # noqa: E402
+
+
+def _devices():
+    if torch.cuda.is_available():
+        import lockstep
+        if "cuda:0" in lockstep.devices():
+            return ["cpu", "cuda"]
+    return ["cpu"]
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_model_logits_identical(kind):
+    devs = _devices()
+    res = ex.run([kind], [torch.float32, torch.bfloat16], devs)
+    bad = ex.check(res)
+    assert not bad, f"exact-mode digests differ: {bad}"
+    # at least one device and batch size was run per dtype and mode
+    assert len(res) == 2 * len(devs) * 2 * 2
+    if len(devs) == 1:
+        print("CUDA part skipped: PyTorch or Lockstep sees no CUDA device")
+
+
+def test_model_exact_close_to_stock():
+    """Exact mode computes the same function: its logits are close to
+    PyTorch's own (f32)."""
+    res = ex.run(["llama"], [torch.float32], ["cpu"], log=lambda *a: None)
+    e = res[("llama", "float32", True, "cpu", False)][1]
+    s = res[("llama", "float32", False, "cpu", False)][1]
+    assert float((e - s).abs().max()) < 1e-3
