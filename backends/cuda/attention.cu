@@ -324,7 +324,7 @@ __device__ __forceinline__ void att2_cp16(float *dst, const float *src)
 }
 
 template <lk_dtype DK, lk_dtype DV, bool VEC>
-__global__ void __launch_bounds__(ATT2_THREADS, 2) att_tile_kernel(const att_geom g)
+__global__ void __launch_bounds__(ATT2_THREADS, 3) att_tile_kernel(const att_geom g)
 {
     typedef typename lk_elem<DK>::T TK;
     typedef typename lk_elem<DV>::T TV;
