@@ -21,6 +21,10 @@
  *   with w_c = exp(m_c - m) (a tile of weights at a time in shared memory,
  *   32 loads of o_c in flight a thread); then o * (1 / l) at the store.
  *
+ * att_tile_kernel (below) does the first kernel's work for a tile of query
+ * rows at once, the chunk's K and V staged in shared memory; it is used
+ * unless LOCKSTEP_CUDA_ATTENTION_V1=1 or head_dim > 256.
+ *
  * A decode step at 4096 keys and 5 KV heads is 320 blocks of the first
  * kernel, at 32768 keys 2560: the whole GPU streams the cache, where one
  * block per head could not.  The workspace holds (head_dim + 2) floats per
@@ -681,14 +685,14 @@ lk_status att_run(lk_op_scope &op, const lk_cuda_queue *q, att_geom g, int64_t r
         g.R = R;
         g.pp = R * g.G < ATT2_PP ? R * g.G : ATT2_PP;
         g.lds = att2_lds(g.hd);
-        int64_t per = cap / g.n_kv;
-        if (per > (int64_t)65535 * R)
-            per = (int64_t)65535 * R;
-        if (per >= R)
-            per -= per % R;
+        int64_t rpl = cap / g.n_kv;
+        if (rpl > (int64_t)65535 * R)
+            rpl = (int64_t)65535 * R;
+        if (rpl >= R)
+            rpl -= rpl % R; /* rows a launch: whole tiles */
         const size_t smem2 = att2_smem(g.hd, g.pp);
-        for (int64_t r0 = 0; r0 < rows; r0 += per) {
-            const int64_t nr = rows - r0 < per ? rows - r0 : per;
+        for (int64_t r0 = 0; r0 < rows; r0 += rpl) {
+            const int64_t nr = rows - r0 < rpl ? rows - r0 : rpl;
             g.row0 = r0;
             g.row_end = r0 + nr;
             g.item0 = r0 * g.n_kv;
