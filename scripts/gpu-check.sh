@@ -41,9 +41,12 @@
 #               LAYERS_REPS)
 #   attn        chunked and paged attention: tests/test_attention at full
 #               BitNet shapes (4096 and 32768 keys) and tests/test_bitnet
-#               against the reference, then the decode-attention benchmark
-#               (30 layers at 4096 and 32768 keys, KV read rate against the
-#               copy bandwidth, goal >= 60 %); about 1 to 2 minutes
+#               against the reference (both CUDA kernels), then the
+#               attention benchmark (decode of 30 layers at 4096 and 32768
+#               keys, KV read rate against the copy bandwidth, goal >= 60 %;
+#               a 2048-token prefill's attention in tokens/s), again with
+#               LOCKSTEP_CUDA_ATTENTION_V1=1 for comparison; about 2 to 3
+#               minutes
 #   layerprof   Nsight Compute durations (ncu locks the clocks) of every kernel of
 #               one decode step of a 1-layer demo model, eager (layerprof.log)
 #   serve       the BitNet model at real lengths on cuda:0: its invariance test
@@ -537,15 +540,21 @@ stage_attn() {
   for t in test_attention test_bitnet; do
     ( cd "$B" && timeout "$TIMEOUT" "./tests/$t" ) > "$OUT/attn/$t.log" 2>&1 || st=1
   done
-  ( cd "$B" && timeout "$TIMEOUT" ./bench/cuda/lockstep-cuda-bench --only "attention decode" ) \
+  ( cd "$B" && timeout "$TIMEOUT" ./bench/cuda/lockstep-cuda-bench --only "attention" ) \
       > "$OUT/attn/bench.log" 2>&1 || st=1
+  # the one-row chunk kernel, for comparison (not a target)
+  ( cd "$B" && LOCKSTEP_CUDA_ATTENTION_V1=1 timeout "$TIMEOUT" \
+      ./bench/cuda/lockstep-cuda-bench --only "attention" ) > "$OUT/attn/bench-v1.log" 2>&1
+
   grep -h "^target" "$OUT/attn/bench.log" >> "$OUT/bench.log" 2>/dev/null
   echo "attn: test               ok  not-ok  skip"
   for t in test_attention test_bitnet; do
     printf '      %-18s %3s %6s %5s\n' "$t" "$(grep -c '^ok' "$OUT/attn/$t.log")" \
         "$(grep -c '^not ok' "$OUT/attn/$t.log")" "$(grep -c '# SKIP' "$OUT/attn/$t.log")"
   done
-  grep -E "^(D2D copy|attention decode|target)" "$OUT/attn/bench.log"
+  grep -E "^(D2D copy|attention|target)" "$OUT/attn/bench.log"
+  echo "attn: LOCKSTEP_CUDA_ATTENTION_V1=1:"
+  grep -E "^(attention|target)" "$OUT/attn/bench-v1.log"
   bad=$(grep -h "^not ok" "$OUT/attn"/test_*.log | wc -l | tr -d ' ')
   if test $st -eq 0; then
     record attn ok $(($(now) - t0)) "$(grep -c MET "$OUT/attn/bench.log") targets met (attn/)"

@@ -18,8 +18,11 @@
  *
  * Small shapes by default (every CPU variant, emulated ones included); a
  * CUDA device also runs full BitNet-2B-4T shapes (20 query heads, 5 KV
- * heads, 128 dims) at 4096 and 32768 keys, unless LOCKSTEP_CUDA_TEST_SMALL
- * is set (the sanitizers' runs). */
+ * heads, 128 dims) at 4096 and 32768 keys and a prefill of 333 + 200
+ * rows, unless LOCKSTEP_CUDA_TEST_SMALL is set (the sanitizers' runs).
+ * A GPU runs everything twice: its tile kernel, then the one-row chunk
+ * kernel (LOCKSTEP_CUDA_ATTENTION_V1=1); with that variable set, only
+ * the kernel it chooses. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -625,6 +628,62 @@ static void test_full(test_devices *t, int ref, int d)
     }
 }
 
+/* A prefill at BitNet-2B-4T's shapes: 333 and 200 rows, contiguous (tiles
+ * of rows that share their keys) and paged in pages of 48 (in row order:
+ * tiles cut where the sequence changes; shuffled: rows of different
+ * sequences side by side), against the reference. */
+static void test_full_prefill(test_devices *t, int ref, int d)
+{
+    const char *name = lk_device_name(t->dev[d]);
+    const int64_t lens[8] = {333, 200}, ss[2] = {0, 1};
+    world w;
+    if (!world_make(&w, 2, lens, 0, 20, 5, 128))
+        bail("out of memory");
+    if (!world_want(t, &w, ref))
+        bail("the reference failed");
+    float *y = malloc((size_t)(w.total * w.qc) * 4);
+    int32_t *pos = malloc((size_t)w.len[0] * 4);
+    if (!y || !pos)
+        bail("out of memory");
+    for (int64_t j = 0; j < w.len[0]; j++)
+        pos[j] = (int32_t)j;
+    lk_status st = contig(t, d, &w, 0, pos, w.q, w.len[0], y);
+    ok(st == LK_OK && same_rows(y, w.want, w.len[0], w.qc),
+       "%s: lk_attention prefill of 333 rows, 20/5 heads of 128 = ref", name);
+    paged p;
+    if (!paged_make(&w, 48, &p))
+        bail("out of memory");
+    for (int sh = 0; sh < 2; sh++) {
+        memset(y, 0, (size_t)(w.total * w.qc) * 4);
+        st = paged_rows(t, d, &w, &p, ss, 2, 0, 333, y, sh);
+        ok(st == LK_OK && same_rows(y, w.want, w.total, w.qc),
+           "%s: lk_attention_paged prefill of 333 + 200 rows (pages of 48%s) = ref", name,
+           sh ? ", rows shuffled" : "");
+    }
+    paged_free(&p);
+    free(y), free(pos);
+    world_free(&w);
+}
+
+/* Every test that runs a device's attention kernels. */
+static void test_devices_all(test_devices *t, int ref)
+{
+    test_contiguous(t, ref);
+    test_paged(t, ref, 64, 80);
+    const char *small = getenv("LOCKSTEP_CUDA_TEST_SMALL");
+    for (int d = 0; d < t->n; d++) {
+        lk_device_props pr;
+        if (lk_device_props_get(t->dev[d], &pr) != LK_OK || pr.host_memory)
+            continue;
+        if (small && *small)
+            skip(7, "%s: full shapes (LOCKSTEP_CUDA_TEST_SMALL is set)", pr.name);
+        else {
+            test_full(t, ref, d);
+            test_full_prefill(t, ref, d);
+        }
+    }
+}
+
 int main(void)
 {
     rng = tap_seed();
@@ -634,19 +693,21 @@ int main(void)
     for (int d = 0; d < t.n; d++)
         if (t.q[d] == t.ref_q)
             ref = d;
-    test_contiguous(&t, ref);
-    test_paged(&t, ref, 64, 80);
+    test_devices_all(&t, ref);
     test_kv_write(&t);
     test_paged_errors(&t);
-    const char *small = getenv("LOCKSTEP_CUDA_TEST_SMALL");
+    /* a GPU has two attention kernels: unless one is chosen, the first
+     * (LOCKSTEP_CUDA_ATTENTION_V1=1) is tested too */
+    int gpu = 0;
     for (int d = 0; d < t.n; d++) {
         lk_device_props pr;
-        if (lk_device_props_get(t.dev[d], &pr) != LK_OK || pr.host_memory)
-            continue;
-        if (small && *small)
-            skip(4, "%s: full shapes (LOCKSTEP_CUDA_TEST_SMALL is set)", pr.name);
-        else
-            test_full(&t, ref, d);
+        gpu |= lk_device_props_get(t.dev[d], &pr) == LK_OK && !pr.host_memory;
+    }
+    if (gpu && !getenv("LOCKSTEP_CUDA_ATTENTION_V1")) {
+        diag("again with LOCKSTEP_CUDA_ATTENTION_V1=1");
+        setenv("LOCKSTEP_CUDA_ATTENTION_V1", "1", 1);
+        test_devices_all(&t, ref);
+        unsetenv("LOCKSTEP_CUDA_ATTENTION_V1");
     }
     test_devices_close(&t);
     return done_testing();

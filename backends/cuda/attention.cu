@@ -21,6 +21,10 @@
  *   with w_c = exp(m_c - m) (a tile of weights at a time in shared memory,
  *   32 loads of o_c in flight a thread); then o * (1 / l) at the store.
  *
+ * att_tile_kernel (below) does the first kernel's work for a tile of query
+ * rows at once, the chunk's K and V staged in shared memory; it is used
+ * unless LOCKSTEP_CUDA_ATTENTION_V1=1 or head_dim > 256.
+ *
  * A decode step at 4096 keys and 5 KV heads is 320 blocks of the first
  * kernel, at 32768 keys 2560: the whole GPU streams the cache, where one
  * block per head could not.  The workspace holds (head_dim + 2) floats per
@@ -31,6 +35,7 @@
 
 #include "backends/cuda/math.cuh"
 #include "backends/cuda/model.cuh"
+#include "backends/cuda/tc_ptx.cuh"
 
 #define ATT_C 64          /* LK_ATTENTION_CHUNK */
 #define ATT_THREADS 128   /* per block of either kernel */
@@ -56,6 +61,9 @@ struct att_geom {
     int n_head, n_kv, hd, G, hb, nc;
     float scale;
     int64_t item0;     /* first (row, KV head) item of this launch */
+    int64_t row0, row_end; /* the tile kernel: rows [row0, row_end) this launch */
+    int R, pp, lds;    /* the tile kernel: rows a tile, (row, head) pairs a pass,
+                          floats a key row in shared memory */
     float *ws;         /* per item: G * nc * (hd + 2) floats: o, then m, then l */
 };
 
@@ -273,6 +281,265 @@ __global__ void __launch_bounds__(ATT_THREADS) att_chunk_kernel(const att_geom g
     }
 }
 
+/* ------------------------------------------------------------ tile kernel
+ *
+ * att_tile_kernel  one block per (chunk, tile of up to R query rows, KV
+ *   head).  The tile's rows are cut into groups of consecutive rows that
+ *   read the same keys (one batch entry of a contiguous cache, one
+ *   sequence of a paged one); per group the chunk's key and value rows are
+ *   loaded once into shared memory (16-byte cp.async for aligned f32
+ *   caches, K and V as two groups so the scores start while V lands) and
+ *   serve every (row, query head) pair of the group, in passes of up to pp
+ *   pairs.  Per pair the arithmetic is att_chunk_kernel's, step for step:
+ *   - s_j: one thread per (key, pair), NP pairs a thread sharing each
+ *     float4 of the key row; the KB-blocked fma chain in ascending d;
+ *   - one warp per pair: m_c, e_j, the 64-lane butterfly (lane l: e_l and
+ *     e_{l+32}), over the row's own keys (len = min(64, n - 64c));
+ *   - o_c[d]: one thread per (column, NP pairs), the chain over the row's
+ *     keys in ascending j, one shared-memory load of v feeding NP chains.
+ *   A decode row is a tile of one row: its 64 KB of K and V (128 dims, f32)
+ *   all in flight from the block's start, every query head of the KV head
+ *   computed from them.  Needs head_dim <= ATT2_HD_MAX. */
+#define ATT2_THREADS 256
+#define ATT2_PP 32      /* (row, head) pairs a pass */
+#define ATT2_RMAX 32    /* rows a tile */
+#define ATT2_NP 4       /* pairs a thread shares a load across */
+#define ATT2_HD_MAX 256
+
+/* floats of a key row in shared memory: a multiple of 4 (16-byte rows)
+ * whose quarter is odd, so 8 threads reading float4 of 8 rows hit 8
+ * distinct bank groups */
+__host__ __device__ __forceinline__ int att2_lds(int hd)
+{
+    const int hd4 = (hd + 3) & ~3;
+    return ((hd4 >> 2) & 1) ? hd4 : hd4 + 4;
+}
+
+__host__ __device__ __forceinline__ size_t att2_smem(int hd, int pp)
+{
+    const int hd4 = (hd + 3) & ~3;
+    return (size_t)(2 * ATT_C * att2_lds(hd) + pp * hd4 + pp * ATT_C) * sizeof(float);
+}
+
+__device__ __forceinline__ void att2_cp16(float *dst, const float *src)
+{
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(src) : "memory");
+}
+
+template <lk_dtype DK, lk_dtype DV, bool VEC>
+__global__ void __launch_bounds__(ATT2_THREADS, 3) att_tile_kernel(const att_geom g)
+{
+    typedef typename lk_elem<DK>::T TK;
+    typedef typename lk_elem<DV>::T TV;
+    extern __shared__ float4 sm4[];
+    const int hd = g.hd, hd4 = (hd + 3) & ~3, lds = g.lds, G = g.G;
+    float *Ks = reinterpret_cast<float *>(sm4);
+    float *Vs = Ks + ATT_C * lds;
+    float *qs = Vs + ATT_C * lds;
+    float *es = qs + g.pp * hd4;
+    __shared__ int64_t krow[ATT_C], vrow[ATT_C], rqi[ATT2_RMAX], rkey[ATT2_RMAX];
+    __shared__ int rn[ATT2_RMAX];
+    lk_pdl_wait(); /* q, the caches, pos and the table are written by earlier ops */
+    lk_pdl_trigger();
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int c = blockIdx.x, kvh = blockIdx.z, j0 = c * ATT_C;
+    const int64_t rt0 = g.row0 + (int64_t)blockIdx.y * g.R;
+    const int nrows = (int)(g.row_end - rt0 < g.R ? g.row_end - rt0 : g.R);
+    if (tid < nrows) {
+        const int64_t r = rt0 + tid;
+        const att_rowinfo w = att_row(g, r);
+        rn[tid] = w.n;
+        rqi[tid] = w.qi;
+        rkey[tid] = g.tab ? (int64_t)g.seq[r * g.sld] : r / g.tokens;
+    }
+    const TK *kbase = (const TK *)g.k;
+    const TV *vbase = (const TV *)g.v;
+    const int64_t per_item = (int64_t)G * g.nc * (hd + 2);
+    __syncthreads(); /* rn, rqi, rkey */
+
+    for (int s = 0; s < nrows;) {
+        int e = s + 1;
+        while (e < nrows && rkey[e] == rkey[s])
+            e++;
+        int lenmax = 0;
+        for (int i = s; i < e; i++) {
+            const int l = rn[i] - j0 < ATT_C ? rn[i] - j0 : ATT_C;
+            lenmax = l > lenmax ? l : lenmax;
+        }
+        if (lenmax <= 0) { /* no row of the group reaches the chunk */
+            s = e;
+            continue;
+        }
+        const att_rowinfo w = att_row(g, rt0 + s);
+        __syncthreads(); /* the previous group's reads of krow, Ks, Vs, qs, es */
+        for (int jj = tid; jj < lenmax; jj += ATT2_THREADS) {
+            const int64_t row = att_key(g, w, j0 + jj);
+            krow[jj] = w.kb + row * g.kld + (int64_t)kvh * hd;
+            vrow[jj] = w.vb + row * g.vld + (int64_t)kvh * hd;
+        }
+        __syncthreads(); /* krow, vrow */
+        if (VEC) {
+            const int n4 = hd >> 2;
+            for (int i = tid; i < lenmax * n4; i += ATT2_THREADS) {
+                const int jj = i / n4, x = (i - jj * n4) * 4;
+                att2_cp16(Ks + jj * lds + x, (const float *)kbase + krow[jj] + x);
+            }
+            asm volatile("cp.async.commit_group;" ::: "memory");
+            for (int i = tid; i < lenmax * n4; i += ATT2_THREADS) {
+                const int jj = i / n4, x = (i - jj * n4) * 4;
+                att2_cp16(Vs + jj * lds + x, (const float *)vbase + vrow[jj] + x);
+            }
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        } else {
+            for (int i = tid; i < lenmax * hd; i += ATT2_THREADS) {
+                const int jj = i / hd, d = i - jj * hd;
+                Ks[jj * lds + d] = lk_elem<DK>::load(kbase + krow[jj], d);
+                Vs[jj * lds + d] = lk_elem<DV>::load(vbase + vrow[jj], d);
+            }
+        }
+        const int npt = (e - s) * G; /* pairs of the group: pair p = row s + p / G, head p % G */
+        for (int p0 = 0; p0 < npt; p0 += g.pp) {
+            const int np = npt - p0 < g.pp ? npt - p0 : g.pp;
+            if (p0 > 0)
+                __syncthreads(); /* the previous pass's reads of qs, es */
+            for (int i = tid; i < np * hd; i += ATT2_THREADS) {
+                const int p = i / hd, d = i - p * hd, pr = p0 + p;
+                const int64_t qoff = rqi[s + pr / G] + (int64_t)(kvh * G + pr % G) * hd;
+                qs[p * hd4 + d] = lk_md_load(g.q, g.qdt, qoff + d);
+            }
+            if (VEC)
+                asm volatile("cp.async.wait_group 1;" ::: "memory"); /* K */
+            __syncthreads(); /* qs, Ks */
+            /* s_j, one thread per (key, pair): key tid % 64, pairs from tid / 64 */
+            {
+                const int j = tid & (ATT_C - 1), ps = tid / ATT_C;
+                const int pstep = ATT2_THREADS / ATT_C;
+                if (j < lenmax)
+                    for (int pb = ps; pb < np; pb += pstep * ATT2_NP) {
+                        float tot[ATT2_NP];
+#pragma unroll
+                        for (int k = 0; k < ATT2_NP; k++)
+                            tot[k] = 0.0f;
+                        for (int d0 = 0; d0 < hd; d0 += LK_KB) {
+                            const int d1 = hd - d0 < LK_KB ? hd : d0 + LK_KB;
+                            float acc[ATT2_NP];
+#pragma unroll
+                            for (int k = 0; k < ATT2_NP; k++)
+                                acc[k] = 0.0f;
+                            if (VEC) {
+                                for (int d = d0; d < d1; d += 4) {
+                                    const float4 kk = *reinterpret_cast<const float4 *>(Ks + j * lds + d);
+#pragma unroll
+                                    for (int k = 0; k < ATT2_NP; k++) {
+                                        const int p = pb + k * pstep;
+                                        if (p < np) {
+                                            const float4 qq = *reinterpret_cast<const float4 *>(qs + p * hd4 + d);
+                                            acc[k] = __fmaf_rn(qq.x, kk.x, acc[k]);
+                                            acc[k] = __fmaf_rn(qq.y, kk.y, acc[k]);
+                                            acc[k] = __fmaf_rn(qq.z, kk.z, acc[k]);
+                                            acc[k] = __fmaf_rn(qq.w, kk.w, acc[k]);
+                                        }
+                                    }
+                                }
+                            } else {
+                                for (int d = d0; d < d1; d++) {
+                                    const float kk = Ks[j * lds + d];
+#pragma unroll
+                                    for (int k = 0; k < ATT2_NP; k++) {
+                                        const int p = pb + k * pstep;
+                                        if (p < np)
+                                            acc[k] = __fmaf_rn(qs[p * hd4 + d], kk, acc[k]);
+                                    }
+                                }
+                            }
+#pragma unroll
+                            for (int k = 0; k < ATT2_NP; k++)
+                                tot[k] = d0 == 0 ? acc[k] : __fadd_rn(tot[k], acc[k]);
+                        }
+#pragma unroll
+                        for (int k = 0; k < ATT2_NP; k++) {
+                            const int p = pb + k * pstep;
+                            if (p < np)
+                                es[p * ATT_C + j] = __fmul_rn(tot[k], g.scale);
+                        }
+                    }
+            }
+            __syncthreads(); /* es */
+            /* per pair, one warp: m_c, e_j = exp(s_j - m_c), l_c */
+            for (int p = warp; p < np; p += ATT2_THREADS / 32) {
+                const int pr = p0 + p, ri = s + pr / G;
+                const int len = rn[ri] - j0 < ATT_C ? rn[ri] - j0 : ATT_C;
+                if (len <= 0)
+                    continue; /* the row ends before the chunk (uniform in the warp) */
+                float *ep = es + p * ATT_C;
+                const bool v0 = lane < len, v1 = lane + 32 < len;
+                const float s0 = v0 ? ep[lane] : 0.0f, s1 = v1 ? ep[lane + 32] : 0.0f;
+                unsigned mk = lk_order_key(-INFINITY);
+                if (v0)
+                    mk = max(mk, lk_order_key(s0));
+                if (v1)
+                    mk = max(mk, lk_order_key(s1));
+                mk = __reduce_max_sync(LK_FULL_MASK, mk);
+                const float mc = lk_order_key_value(mk);
+                const float e0 = v0 ? lk_cu_exp(__fsub_rn(s0, mc)) : -0.0f;
+                const float e1 = v1 ? lk_cu_exp(__fsub_rn(s1, mc)) : -0.0f;
+                if (v0)
+                    ep[lane] = e0;
+                if (v1)
+                    ep[lane + 32] = e1;
+                float x = __fadd_rn(e0, e1);
+#pragma unroll
+                for (int sh = 16; sh >= 1; sh >>= 1)
+                    x = __fadd_rn(x, __shfl_down_sync(LK_FULL_MASK, x, sh));
+                if (lane == 0) {
+                    const int64_t item = (rt0 + ri) * g.n_kv + kvh - g.item0;
+                    float *ws_m = g.ws + item * per_item + (int64_t)G * g.nc * hd;
+                    const int64_t si = (int64_t)(pr % G) * g.nc + c;
+                    ws_m[si] = mc;
+                    ws_m[(int64_t)G * g.nc + si] = x;
+                }
+            }
+            if (VEC)
+                asm volatile("cp.async.wait_group 0;" ::: "memory"); /* V */
+            __syncthreads(); /* es holds e_j; Vs */
+            /* o_c[d]: one thread per (column, ATT2_NP consecutive pairs) */
+            {
+                const int npb = (np + ATT2_NP - 1) / ATT2_NP;
+                for (int it = tid; it < hd * npb; it += ATT2_THREADS) {
+                    const int pb = it / hd, d = it - pb * hd;
+                    int len[ATT2_NP], lmx = 0;
+                    float acc[ATT2_NP];
+#pragma unroll
+                    for (int k = 0; k < ATT2_NP; k++) {
+                        const int p = pb * ATT2_NP + k, ri = s + (p0 + p) / G;
+                        len[k] = 0;
+                        if (p < np)
+                            len[k] = rn[ri] - j0 < ATT_C ? rn[ri] - j0 : ATT_C;
+                        lmx = len[k] > lmx ? len[k] : lmx;
+                        acc[k] = 0.0f;
+                    }
+                    for (int jj = 0; jj < lmx; jj++) {
+                        const float vv = Vs[jj * lds + d];
+#pragma unroll
+                        for (int k = 0; k < ATT2_NP; k++)
+                            if (jj < len[k])
+                                acc[k] = __fmaf_rn(es[(pb * ATT2_NP + k) * ATT_C + jj], vv, acc[k]);
+                    }
+#pragma unroll
+                    for (int k = 0; k < ATT2_NP; k++)
+                        if (len[k] > 0) {
+                            const int pr = p0 + pb * ATT2_NP + k, ri = s + pr / G;
+                            const int64_t item = (rt0 + ri) * g.n_kv + kvh - g.item0;
+                            g.ws[item * per_item + ((int64_t)(pr % G) * g.nc + c) * hd + d] = acc[k];
+                        }
+                }
+            }
+        }
+        s = e;
+    }
+}
+
 /* One block per (item, query head of its group): the chunks in order.
  * The chain of additions is the contract's and serial; what is not is
  * made parallel: the block computes a tile of weights w_c (-1 marks a
@@ -359,10 +626,40 @@ void launch_chunks(dim3 grid, size_t smem, cudaStream_t st, const att_geom &g, b
         lk_launch(att_chunk_kernel<DK, DV, false>, grid, ATT_THREADS, smem, st, g);
 }
 
+template <lk_dtype DK, lk_dtype DV>
+cudaError_t launch_tiles(dim3 grid, size_t smem, cudaStream_t st, const att_geom &g, bool vec,
+                         int ordinal)
+{
+    const size_t most = att2_smem(ATT2_HD_MAX, ATT2_PP);
+    cudaError_t e;
+    if (vec && DK == LK_F32 && DV == LK_F32) {
+        e = lk_smem_optin<att_tile_kernel<DK, DV, DK == LK_F32 && DV == LK_F32> >(ordinal, most);
+        if (e == cudaSuccess)
+            lk_launch(att_tile_kernel<DK, DV, DK == LK_F32 && DV == LK_F32>, grid, ATT2_THREADS,
+                      smem, st, g);
+    } else {
+        e = lk_smem_optin<att_tile_kernel<DK, DV, false> >(ordinal, most);
+        if (e == cudaSuccess)
+            lk_launch(att_tile_kernel<DK, DV, false>, grid, ATT2_THREADS, smem, st, g);
+    }
+    return e;
+}
+
+/* LOCKSTEP_CUDA_ATTENTION_V1=1 (read at every call): the one-row chunk
+ * kernel only, as a fallback and for comparison (tests/test_attention
+ * runs both). */
+bool att_v1()
+{
+    const char *e = getenv("LOCKSTEP_CUDA_ATTENTION_V1");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
 /* Both ops: rows x n_kv items, in launch pairs of as many items as the
- * workspace holds.  keys: the most keys a row sees. */
+ * workspace holds.  keys: the most keys a row sees.  R: rows a tile of
+ * the tile kernel (1 for rows that never share keys). */
 lk_status att_run(lk_op_scope &op, const lk_cuda_queue *q, att_geom g, int64_t rows,
-                  int64_t keys, lk_dtype kdt, lk_dtype vdt, bool vec, const char *fn)
+                  int64_t keys, lk_dtype kdt, lk_dtype vdt, bool vec, const char *fn, int R,
+                  bool vec2)
 {
     if (keys < 1 || rows < 1)
         keys = 1;
@@ -382,6 +679,37 @@ lk_status att_run(lk_op_scope &op, const lk_cuda_queue *q, att_geom g, int64_t r
                        "(LOCKSTEP_CUDA_WORKSPACE), the queue has %zu",
                        fn, (long long)keys, g.G, (long long)per, q->ws_bytes);
     g.ws = (float *)q->ws;
+    if (g.hd <= ATT2_HD_MAX && cap >= g.n_kv && !att_v1()) {
+        /* the tile kernel: launches of whole rows (all their KV heads) */
+        R = R < 1 ? 1 : R > ATT2_RMAX ? ATT2_RMAX : R;
+        g.R = R;
+        g.pp = R * g.G < ATT2_PP ? R * g.G : ATT2_PP;
+        g.lds = att2_lds(g.hd);
+        int64_t rpl = cap / g.n_kv;
+        if (rpl > (int64_t)65535 * R)
+            rpl = (int64_t)65535 * R;
+        if (rpl >= R)
+            rpl -= rpl % R; /* rows a launch: whole tiles */
+        const size_t smem2 = att2_smem(g.hd, g.pp);
+        for (int64_t r0 = 0; r0 < rows; r0 += rpl) {
+            const int64_t nr = rows - r0 < rpl ? rows - r0 : rpl;
+            g.row0 = r0;
+            g.row_end = r0 + nr;
+            g.item0 = r0 * g.n_kv;
+            cudaError_t e = cudaSuccess;
+            LK_FLOAT_SWITCH(kdt, DK, LK_FLOAT_SWITCH(vdt, DV, {
+                e = launch_tiles<DK, DV>(dim3((unsigned)nc, (unsigned)((nr + R - 1) / R),
+                                              (unsigned)g.n_kv),
+                                         smem2, op.stream(), g, vec2, q->dev->ordinal);
+            }));
+            if (e != cudaSuccess)
+                return op.fail(LK_ERR_DRIVER, "%s: shared memory of the attention kernel: %s",
+                               fn, cudaGetErrorString(e));
+            lk_launch(att_combine_kernel, dim3((unsigned)(nr * g.n_kv), (unsigned)g.G),
+                      ATT_THREADS, 0, op.stream(), g);
+        }
+        return op.launched();
+    }
     const int64_t items = rows * g.n_kv;
     const int64_t step = cap < 65535 ? cap : 65535;
     const size_t smem = (size_t)(att_q_floats(g.hb, g.hd) + g.hb * ATT_C) * sizeof(float);
@@ -454,8 +782,11 @@ extern "C" lk_status lk_cuda_attention(void *queue, const lk_attention_args *a)
     g.G = (int)(a->n_head / a->n_kv);
     g.scale = a->scale;
     const bool vec = vec_ok(a->k.data, a->k.ld, a->k.batch_stride, g.hd, a->k.dtype);
+    const bool vec2 = vec && vec_ok(a->v.data, a->v.ld, a->v.batch_stride, g.hd, a->v.dtype);
+    /* tiles of the tokens of one batch entry (they read the same keys) */
+    const int R = a->tokens > 1 ? (g.G < ATT2_PP ? ATT2_PP / g.G : 1) : 1;
     return att_run(op, q, g, a->batch * a->tokens, a->cache_len, a->k.dtype, a->v.dtype, vec,
-                   "lk_attention");
+                   "lk_attention", R, vec2);
 }
 
 extern "C" lk_status lk_cuda_attention_paged(void *queue, const lk_attention_paged_args *a)
@@ -481,8 +812,12 @@ extern "C" lk_status lk_cuda_attention_paged(void *queue, const lk_attention_pag
     g.G = (int)(a->n_head / a->n_kv);
     g.scale = a->scale;
     const bool vec = vec_ok(a->k.data, a->k.ld, 0, g.hd, a->k.dtype);
+    const bool vec2 = vec && vec_ok(a->v.data, a->v.ld, 0, g.hd, a->v.dtype);
+    /* more rows than sequences: some rows share a sequence (prefill
+     * chunks), tiles pay; otherwise one row a tile (a decode batch) */
+    const int R = a->rows > a->table.rows ? (g.G < ATT2_PP ? ATT2_PP / g.G : 1) : 1;
     return att_run(op, q, g, a->rows, a->max_keys, a->k.dtype, a->v.dtype, vec,
-                   "lk_attention_paged");
+                   "lk_attention_paged", R, vec2);
 }
 
 extern "C" lk_status lk_cuda_kv_write_paged(void *queue, const lk_kv_write_paged_args *a)

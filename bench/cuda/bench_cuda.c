@@ -876,6 +876,65 @@ static void bench_attention(int64_t keys)
     free(a);
 }
 
+/* A prefill's attention of the same 30 layers: `rows` tokens of one
+ * sequence at positions 0 .. rows-1 over a cache of `rows` keys (each row
+ * its own prefix), the shape examples/bitnet's prefill gives lk_attention. */
+typedef struct attn_pre_arg {
+    int64_t rows;
+    float *kv[ATT_LAYERS], *q, *y;
+    int32_t *pos;
+} attn_pre_arg;
+
+static void run_attn_prefill(void *p)
+{
+    attn_pre_arg *a = p;
+    const int64_t kvd = 5 * 128;
+    lk_tensor tq = lk_mat(a->q, LK_F32, a->rows, 20 * 128);
+    lk_tensor ty = lk_mat(a->y, LK_F32, a->rows, 20 * 128);
+    lk_tensor tp = lk_mat(a->pos, LK_I32, a->rows, 1);
+    for (int l = 0; l < ATT_LAYERS; l++) {
+        lk_tensor tk = lk_mat(a->kv[l], LK_F32, a->rows, kvd);
+        lk_tensor tv = lk_mat(a->kv[l] + kvd, LK_F32, a->rows, kvd);
+        tk.ld = tv.ld = 2 * kvd;
+        CHECK_LK(lk_attention(q, &tq, &tk, &tv, &tp, 20, 5, 0.08838834764831845f, &ty, 1));
+    }
+}
+
+static void bench_attention_prefill(int64_t rows)
+{
+    char name[64];
+    snprintf(name, sizeof name, "attention prefill %lld rows x%d", (long long)rows, ATT_LAYERS);
+    if (!wanted(name))
+        return;
+    attn_pre_arg *a = calloc(1, sizeof *a);
+    int32_t *pos = malloc((size_t)rows * 4);
+    if (!a || !pos) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    const size_t cache = (size_t)rows * 2 * 640 * 4;
+    a->rows = rows;
+    for (int l = 0; l < ATT_LAYERS; l++) {
+        a->kv[l] = dalloc(cache);
+        dfill(a->kv[l], cache, LK_F32);
+    }
+    a->q = dalloc((size_t)rows * 20 * 128 * 4);
+    a->y = dalloc((size_t)rows * 20 * 128 * 4);
+    a->pos = dalloc((size_t)rows * 4);
+    dfill(a->q, (size_t)rows * 20 * 128 * 4, LK_F32);
+    for (int64_t r = 0; r < rows; r++)
+        pos[r] = (int32_t)r;
+    CHECK_LK(lk_memcpy(q, a->pos, pos, (size_t)rows * 4, LK_COPY_HOST_TO_DEVICE));
+    CHECK_LK(lk_queue_sync(q));
+    const double ours = time_us(run_attn_prefill, a);
+    row(name, ours, NULL, 0.0, NULL, 0.0);
+    fprintf(txt, "%-40s %.0f tokens/s (attention only)\n", name, (double)rows * 1e6 / ours);
+    for (int l = 0; l < ATT_LAYERS; l++)
+        lk_free(gpu, a->kv[l]);
+    lk_free(gpu, a->q), lk_free(gpu, a->y), lk_free(gpu, a->pos);
+    free(a), free(pos);
+}
+
 /* The FP32 peak of the current CUDA device in GFLOP/s (FMA lanes x 2 x the SM clock): the
  * f32 GEMM's compute floor; 0 where the lanes an SM are not known. */
 static double fp32_peak_gflops(void)
@@ -1014,6 +1073,7 @@ int main(int argc, char **argv)
         }
         bench_attention(4096);
         bench_attention(32768);
+        bench_attention_prefill(2048);
     }
     fprintf(txt, "\n%d target%s missed\n", failures, failures == 1 ? "" : "s");
     if (json)
