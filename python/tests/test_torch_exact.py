@@ -251,6 +251,7 @@ def test_register_new_op(gen):
         assert calls == [(3, 5)] and bool((y == 0).all())
     finally:
         del lt.COVERED[torch.ops.aten.erfinv.default]
+        lt._registry._changed()
 
 
 # ------------------------------------------------------------ bad input
@@ -426,3 +427,14 @@ def test_cross_check_lockstep_op_with_torch_tensors(gen):
         r = lockstep.cross_check(lockstep.rmsnorm, x.cuda(), eps=1e-6,
                                  devices=["cuda:0", "cpu", "ref"])
         assert r.identical and r.ran == ["cuda:0", "cpu", "ref"], str(r)
+
+
+def test_functions_wrapped_only_inside(gen):
+    orig = F.scaled_dot_product_attention
+    with lt.exact():
+        assert F.scaled_dot_product_attention is not orig
+        with lt.exact(on_uncovered="warn"):       # nested modes share the wrappers
+            pass
+        assert F.scaled_dot_product_attention is not orig
+    assert F.scaled_dot_product_attention is orig and F.rms_norm.__name__ == "rms_norm"
+    assert not hasattr(F.rms_norm, "_lockstep_original")

@@ -104,7 +104,7 @@ def _needs_grad(*ts):
                                            if isinstance(t, torch.Tensor))
 
 
-@function(F.scaled_dot_product_attention)
+@function(F, "scaled_dot_product_attention")
 def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
          enable_gqa=False):
     if _needs_grad(query, key, value, attn_mask):

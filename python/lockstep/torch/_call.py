@@ -9,6 +9,7 @@ adopts PyTorch's current stream (lk_queue_opts.native_stream), so Lockstep
 kernels are ordered with PyTorch's without any synchronisation."""
 
 import ctypes
+import math
 import threading
 
 import torch
@@ -40,6 +41,13 @@ def lk_tensor(t, what, mode="rows"):
     if code is None:
         raise NotCoveredError(what.split(":")[0], f"{what.split(': ')[-1]}: dtype {t.dtype} "
                               "has no Lockstep equivalent")
+    if mode != "batched" and t.is_contiguous():
+        # the common case, without the general walk of _lk
+        if mode == "column":
+            return LkTensor(t.data_ptr(), code, t.numel(), 1, 1, 0), 1
+        shape = t.shape
+        cols = shape[-1] if shape else 1
+        return LkTensor(t.data_ptr(), code, math.prod(shape[:-1]), cols, cols or 1, 0), 1
     return _lk(t.data_ptr(), code, tuple(t.shape), tuple(t.stride()), mode, what)
 
 

@@ -1,6 +1,6 @@
 """exact(): the modes that route every aten op inside the block.
 
-Two PyTorch modes work together:
+Two mechanisms work together:
 - a TorchDispatchMode sees every aten op after autograd and after
   composite ops are decomposed (linear -> mm/addmm, matmul -> mm/bmm,
   layer_norm -> native_layer_norm).  Each op is looked up in the op table
@@ -8,27 +8,33 @@ Two PyTorch modes work together:
   op PyTorch's kernel (correctly rounded or exact, so the same bits on
   every device), anything else raises NotCoveredError (warn mode: counted,
   then PyTorch's kernel runs);
-- a TorchFunctionMode catches the few functions whose aten form differs
-  per device (scaled_dot_product_attention becomes a different
-  backend op on CPU and on CUDA; rms_norm a fused op on some builds) and
-  runs them as one Lockstep call.
+- the few torch.nn.functional functions whose aten form differs per
+  device (scaled_dot_product_attention becomes a different backend op on
+  CPU and on CUDA; rms_norm a fused op on some builds) are wrapped while
+  any exact mode is active: inside exact mode the wrapper runs them as one
+  Lockstep call, elsewhere it calls the original.  (A TorchFunctionMode
+  would catch them too, but it costs a Python call on every torch function
+  and attribute read.)  Code that bound the function before entering the
+  mode reaches the backend op, which is not covered, and raises.
 
-Modes are per thread: other threads are not affected, and nothing is
-registered with PyTorch process-wide."""
+The dispatch mode is per thread: other threads are not affected."""
 
 import collections
+import functools
 import threading
 import warnings
 
 import torch
-from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .._device import device as _find_device
 from ._registry import NotCoveredError, lookup
 
-# torch function -> implementation, for the function-level entries
+# (module, name) -> implementation, for the function-level entries
 FUNCTIONS = {}
+_originals = {}      # (module, name) -> the function the wrapper replaced
+_wrap_lock = threading.Lock()
+_active = [0]        # exact modes active in the process
 
 _local = threading.local()
 
@@ -41,15 +47,50 @@ def current():
     return stack[-1] if stack else None
 
 
-def function(*fns):
-    """Decorator: run these torch functions (torch.nn.functional.*) as the
-    decorated implementation in exact mode (which may return NotImplemented
-    to let the call go on to its aten ops)."""
+def function(module, name):
+    """Decorator: in exact mode, module.name (a torch.nn.functional
+    function) runs as the decorated implementation, which may return
+    NotImplemented to let the call go on to its aten ops."""
     def deco(impl):
-        for f in fns:
-            FUNCTIONS[f] = impl
+        if hasattr(module, name):
+            FUNCTIONS[(module, name)] = impl
         return impl
     return deco
+
+
+def _wrapper(orig, impl):
+    @functools.wraps(orig)
+    def run(*args, **kwargs):
+        m = current()
+        if m is not None:
+            try:
+                r = impl(*args, **kwargs)
+                if r is not NotImplemented:
+                    return r
+            except NotCoveredError as e:
+                if m.on_uncovered == "raise":
+                    raise
+                m._count(e.op, e)
+        return orig(*args, **kwargs)
+    run._lockstep_original = orig
+    return run
+
+
+def _wrap_functions(enter):
+    with _wrap_lock:
+        _active[0] += 1 if enter else -1
+        if enter and _active[0] == 1:
+            for (mod, name), impl in FUNCTIONS.items():
+                orig = getattr(mod, name)
+                _originals[(mod, name)] = orig
+                setattr(mod, name, _wrapper(orig, impl))
+        elif not enter and _active[0] == 0:
+            for (mod, name), orig in _originals.items():
+                setattr(mod, name, orig)
+            _originals.clear()
+
+
+_handlers = {}   # OpOverload -> (kind, handler), filled on first use
 
 
 class _Dispatch(TorchDispatchMode):
@@ -57,9 +98,19 @@ class _Dispatch(TorchDispatchMode):
         super().__init__()
         self.owner = owner
 
+    @classmethod
+    def _should_skip_dynamo(cls):
+        # exact mode runs eagerly: no torch._disable_dynamo wrapper around
+        # __torch_dispatch__ (it costs microseconds on every aten op)
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        kind, h = lookup(func)
+        if kwargs is None:
+            kwargs = {}
+        hk = _handlers.get(func)
+        if hk is None:
+            hk = _handlers[func] = lookup(func)
+        kind, h = hk
         if kind == "covered":
             try:
                 return h(*args, **kwargs)
@@ -73,26 +124,6 @@ class _Dispatch(TorchDispatchMode):
         return self.owner._uncovered(
             func, NotCoveredError(str(func), "not covered by Lockstep's exact mode (its "
                                   "bits may differ between devices)"), args, kwargs)
-
-
-class _Functions(TorchFunctionMode):
-    def __init__(self, owner):
-        super().__init__()
-        self.owner = owner
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        impl = FUNCTIONS.get(func)
-        if impl is not None:
-            try:
-                r = impl(*args, **kwargs)
-                if r is not NotImplemented:
-                    return r
-            except NotCoveredError as e:
-                if self.owner.on_uncovered == "raise":
-                    raise
-                self.owner._count(e.op, e)
-        return func(*args, **kwargs)
 
 
 class ExactMode:
@@ -151,23 +182,23 @@ class ExactMode:
         stack = getattr(_local, "stack", None)
         if stack is None:
             stack = _local.stack = []
-        fm, dm = _Functions(self), _Dispatch(self)
-        fm.__enter__()
+        dm = _Dispatch(self)
+        _wrap_functions(True)
         try:
             dm.__enter__()
         except BaseException:
-            fm.__exit__(None, None, None)
+            _wrap_functions(False)
             raise
-        self._modes = (fm, dm)
+        self._modes = dm
         stack.append(self)
         return self
 
     def __exit__(self, *exc):
-        fm, dm = self._modes
+        dm = self._modes
         self._modes = None
         _local.stack.pop()
         dm.__exit__(*exc)
-        fm.__exit__(*exc)
+        _wrap_functions(False)
         if self.on_uncovered == "warn" and self.uncovered:
             warnings.warn("lockstep.torch.exact: these ops ran PyTorch's kernels, "
                           "their bits may differ between devices:\n" + self.report(),

@@ -56,6 +56,15 @@ def _operand(t, op, name):
     weight.t(): transposed storage)."""
     mode = "batched" if t.dim() == 3 else "rows"
     code = LK_DTYPE[t.dtype]
+    if mode == "rows":
+        # the common layouts: rows contiguous, or a transposed contiguous
+        # matrix (weight.t())
+        r, c = t.shape
+        s0, s1 = t.stride()
+        if (s1 == 1 or c == 1) and (s0 == c or r == 1):
+            return LkTensor(t.data_ptr(), code, r, c, c or 1, 0), 0
+        if (s0 == 1 or r == 1) and (s1 == r or c == 1) and r > 0:
+            return LkTensor(t.data_ptr(), code, c, r, r, 0), 1
     shape, st = tuple(t.shape), tuple(t.stride())
     try:
         return _lk(t.data_ptr(), code, shape, st, mode, f"{op}: {name}")[0], 0
@@ -338,7 +347,7 @@ def _needs_grad(*ts):
                                            for t in ts)
 
 
-@function(F.rms_norm)
+@function(F, "rms_norm")
 def rms_norm_function(input, normalized_shape, weight=None, eps=None):
     if _needs_grad(input, weight):
         # autograd needs the aten form: it decomposes into covered and
