@@ -25,7 +25,7 @@ def build(layers, device):
         vocab_size=128256, hidden_size=2048, intermediate_size=8192,
         num_hidden_layers=layers, num_attention_heads=32, num_key_value_heads=8,
         max_position_embeddings=4096, rope_theta=500000.0, tie_word_embeddings=True,
-        attn_implementation="sdpa", torch_dtype=torch.bfloat16)
+        attn_implementation="sdpa")
     torch.manual_seed(0)
     with torch.device(device):
         model = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
