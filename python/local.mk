@@ -13,6 +13,7 @@ EXTRA_DIST += python/README.md python/pyproject.toml \
 TESTS += tests/test_python.sh
 EXTRA_DIST += tests/test_python.sh
 # lockstep.torch (exact mode for PyTorch), its tests, example and benchmark
+EXTRA_DIST += scripts/ci-torch.sh
 EXTRA_DIST += python/lockstep/torch/__init__.py python/lockstep/torch/_registry.py \
 	python/lockstep/torch/_mode.py python/lockstep/torch/_call.py \
 	python/lockstep/torch/_ops.py python/lockstep/torch/_compose.py \

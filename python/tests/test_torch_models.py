@@ -44,3 +44,13 @@ def test_model_exact_close_to_stock():
     e = res[("llama", "float32", True, "cpu", False)][1]
     s = res[("llama", "float32", False, "cpu", False)][1]
     assert float((e - s).abs().max()) < 1e-3
+
+
+def test_model_cross_check_host_devices():
+    """The reference device gives the CPU driver's bits for a whole model."""
+    import lockstep.torch as lt
+    model = ex.build("llama", torch.bfloat16)
+    ids = ex.sequences()[0][None]
+    devs = ["cpu", "ref"] + (["cuda:0"] if _devices() == ["cpu", "cuda"] else [])
+    r = lt.cross_check(model, input_ids=ids, devices=devs)
+    assert r.identical and r.ran == devs, str(r)
