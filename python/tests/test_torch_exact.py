@@ -212,7 +212,7 @@ def test_uncovered_ops_raise(gen):
         with pytest.raises(lt.NotCoveredError, match="cumsum"):
             torch.cumsum(x, 0)
         with pytest.raises(lt.NotCoveredError, match="erfinv"):
-            torch.erfinv(x.clamp(-0.5, 0.5) if False else x * 0)
+            torch.erfinv(x * 0)
         with pytest.raises(lt.NotCoveredError, match="alpha"):
             torch.add(x, x, alpha=2)
         with pytest.raises(lt.NotCoveredError, match="last dim"):
