@@ -359,7 +359,10 @@ def test_cuda_allowed_ops_match_cpu(gen, dtype):
         "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
         "div": lambda x, y: x / y, "div_scalar": lambda x, y: x / 3.0,
         "mul_scalar": lambda x, y: x * 0.7, "add_scalar": lambda x, y: x + 1e-6,
-        "rsub": lambda x, y: 1.0 - x, "sqrt": lambda x, y: torch.sqrt(x.abs()),
+        "rsub": lambda x, y: 1.0 - x, "sub_scalar": lambda x, y: x - 0.3,
+        "mul_0dim": lambda x, y: x * torch.tensor(0.3),
+        "add_0dim_same_device": lambda x, y: x + torch.tensor(0.3, device=x.device),
+        "sqrt": lambda x, y: torch.sqrt(x.abs()),
         "reciprocal": lambda x, y: torch.reciprocal(x), "neg": lambda x, y: -x,
         "to_f32": lambda x, y: x.float(), "to_bf16": lambda x, y: x.float().bfloat16(),
         "to_f16": lambda x, y: x.float().half(),
@@ -438,3 +441,22 @@ def test_functions_wrapped_only_inside(gen):
         assert F.scaled_dot_product_attention is not orig
     assert F.scaled_dot_product_attention is orig and F.rms_norm.__name__ == "rms_norm"
     assert not hasattr(F.rms_norm, "_lockstep_original")
+
+
+def test_attention_mask_checked_once_per_mask(gen, monkeypatch):
+    from lockstep.torch import _attention
+    q = rand(gen, 2, 2, 4, 8)
+    mask = torch.ones(2, 1, 4, 6, dtype=torch.bool).tril()
+    calls = []
+    real = _attention._positions_from_mask
+    monkeypatch.setattr(_attention, "_positions_from_mask",
+                        lambda *a: calls.append(1) or real(*a))
+    with lt.exact():
+        first = F.scaled_dot_product_attention(q, q, q, attn_mask=mask[..., :4])
+        again = F.scaled_dot_product_attention(q, q, q, attn_mask=mask[..., :4])  # a new view
+        assert len(calls) == 1
+        mask[1, ..., 0] = False                # changed in place: checked again
+        with pytest.raises(lt.NotCoveredError):
+            F.scaled_dot_product_attention(q, q, q, attn_mask=mask[..., :4])
+    assert len(calls) == 2
+    same(first, again)

@@ -16,9 +16,9 @@ kv head are g * S rows of one sequence of the batch of B * Hkv that
 lk_attention computes (n_head = n_kv = 1), so one call covers every head.
 The scale defaults to 1 / sqrt(D) in double, rounded once to f32.
 
-A mask's prefix lengths are checked once per mask tensor (a host read on
-CUDA), then kept while the tensor lives unchanged: a model's layers share
-the mask of one forward pass."""
+A mask's prefix lengths are checked once per mask (a host read on CUDA),
+then kept while the mask's memory lives unchanged: a model's layers share
+the mask of one forward pass, each through a view of its own."""
 
 import math
 import weakref
@@ -33,7 +33,7 @@ from ._registry import NotCoveredError
 
 OP = "scaled_dot_product_attention"
 _I32 = 5
-_mask_cache = {}     # id(mask) -> (weakref, version, key, positions)
+_mask_cache = {}     # (memory, layout, shapes) -> (weakref to the base, version, positions)
 _shared_cache = {}   # (device, S, L, causal, g) -> positions
 
 
@@ -85,15 +85,20 @@ def _positions(mask, is_causal, B, S, L, dev):
         return p, False
     if is_causal:
         raise InvalidArgumentError(2, f"{OP}: attn_mask and is_causal are both set")
-    key = (B, S, L, str(dev))
-    hit = _mask_cache.get(id(mask))
-    if hit is not None and hit[0]() is mask and hit[1] == mask._version and hit[2] == key:
-        p = hit[3]
+    # views of one mask (each layer slices it anew) share its base and
+    # version counter: the same memory, shape, strides and version are
+    # the same contents while the base lives
+    base = mask._base if mask._base is not None else mask
+    key = (mask.data_ptr(), tuple(mask.shape), tuple(mask.stride()), mask.dtype, B, S, L,
+           str(dev))
+    hit = _mask_cache.get(key)
+    if hit is not None and hit[0]() is base and hit[1] == mask._version:
+        p = hit[2]
     else:
         p = _positions_from_mask(mask, B, S, L, dev)
         if len(_mask_cache) > 16:
             _mask_cache.clear()
-        _mask_cache[id(mask)] = (weakref.ref(mask), mask._version, key, p)
+        _mask_cache[key] = (weakref.ref(base), mask._version, p)
     if p.shape[0] == 1:
         return p[0], False
     return p, True
