@@ -3,7 +3,6 @@ the compositions, the raise rule, warn mode, bad input, and on a GPU the
 same bits from CUDA tensors as from CPU tensors."""
 
 import math
-import warnings
 
 import numpy as np
 import pytest
