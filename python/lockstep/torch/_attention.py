@@ -104,6 +104,21 @@ def _positions(mask, is_causal, B, S, L, dev):
     return p, True
 
 
+def _repeated(pos, g):
+    """pos repeated g times (one column for the g query heads of a kv
+    head), kept with the shared positions it was made from."""
+    if g == 1:
+        return pos
+    key = (pos.data_ptr(), pos.shape[0], g, str(pos.device))
+    p = _shared_cache.get(key)
+    if p is None or p[0]() is not pos:
+        if len(_shared_cache) > 64:
+            _shared_cache.clear()
+        p = (weakref.ref(pos), pos.repeat(g))
+        _shared_cache[key] = p
+    return p[1]
+
+
 def _needs_grad(*ts):
     return torch.is_grad_enabled() and any(t.requires_grad for t in ts
                                            if isinstance(t, torch.Tensor))
@@ -152,7 +167,7 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
         pr = pos.view(B, 1, 1, S).expand(B, Hk, g, S).contiguous()
         lp = LkTensor(pr.data_ptr(), _I32, rows, 1, 1, rows)
     else:
-        pr = pos.repeat(g) if g > 1 else pos
+        pr = _repeated(pos, g)
         lp = LkTensor(pr.data_ptr(), _I32, rows, 1, 1, 0)
     if scale is None:
         scale = 1.0 / math.sqrt(D)

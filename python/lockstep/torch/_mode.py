@@ -25,7 +25,7 @@ import threading
 import warnings
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from .._device import device as _find_device
 from ._registry import NotCoveredError, lookup
@@ -64,7 +64,10 @@ def _wrapper(orig, impl):
         m = current()
         if m is not None:
             try:
-                r = impl(*args, **kwargs)
+                # the implementation's own PyTorch ops (views, copies,
+                # index arithmetic) run directly, as inside the handler
+                with _disable_current_modes():
+                    r = impl(*args, **kwargs)
                 if r is not NotImplemented:
                     return r
             except NotCoveredError as e:
