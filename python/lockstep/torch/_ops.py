@@ -6,6 +6,8 @@ layout: an error names the argument and nothing is written), allocates
 its result with torch.empty on the inputs' device and has Lockstep write
 it in place."""
 
+import ctypes
+
 import torch
 import torch.nn.functional as F
 
@@ -78,9 +80,43 @@ def _operand(t, op, name):
         raise first from None
 
 
+def _gemm2d(op, a, b, bias, names):
+    """The common case, checked and run with as little Python as it
+    takes: 2-D operands of one float dtype on one device, a new result,
+    no bias or a 1-D one.  None when the general path must decide."""
+    dt = a.dtype
+    dev = a.device
+    if (dt not in FLOATS or b.dtype is not dt or a.dim() != 2 or b.dim() != 2
+            or b.device != dev):
+        return None
+    m, k = a.shape
+    k2, n = b.shape
+    if k2 != k:
+        return None
+    lbias = None
+    if bias is not None:
+        if (bias.dtype not in FLOATS or bias.dim() != 1 or bias.shape[0] != n
+                or bias.device != dev or (n > 1 and bias.stride(0) != 1)):
+            return None
+        lbias = ctypes.byref(LkTensor(bias.data_ptr(), LK_DTYPE[bias.dtype], 1, n, n or 1, 0))
+    la, ta = _operand(a, op, names[0])
+    lb, tb = _operand(b, op, names[1])
+    res = torch.empty((m, n), dtype=dt, device=dev)
+    lc = LkTensor(res.data_ptr(), LK_DTYPE[dt], m, n, n or 1, 0)
+    mode = current()
+    run(lib.lk_gemm, queue_for(dev, mode.host_device), ta, tb, ctypes.byref(la),
+        ctypes.byref(lb), lbias, ctypes.byref(lc), 1, mode.tc_flag if dt in HALF else 0)
+    return res
+
+
 def gemm(op, a, b, bias=None, out=None, accumulate_from=None, names=("mat1", "mat2")):
     """a @ b (+ bias) for 2-D or 3-D a and b (bias: N or 1 x N;
     accumulate_from: an M x N tensor added through LK_GEMM_ACCUMULATE)."""
+    if out is None and accumulate_from is None and isinstance(a, torch.Tensor) and \
+            isinstance(b, torch.Tensor):
+        r = _gemm2d(op, a, b, bias, names)
+        if r is not None:
+            return r
     float_arg(a, op, names[0])
     float_arg(b, op, names[1])
     if bias is not None:
