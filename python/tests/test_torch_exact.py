@@ -171,11 +171,29 @@ def test_attention(gen, dtype, kv_heads):
     same(fmasked, masked)
 
 
-def test_attention_left_padding_raises(gen):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_attention_left_padding(gen, dtype):
+    """A left-padded sequence gives the bits of the same sequence alone."""
+    B, H, Hkv, S, D, pad = 2, 4, 2, 6, 8, 2
+    q = rand(gen, B, H, S, D, dtype=dtype)
+    k, v = rand(gen, B, Hkv, S, D, dtype=dtype), rand(gen, B, Hkv, S, D, dtype=dtype)
+    mask = torch.ones(B, 1, S, S, dtype=torch.bool).tril()
+    mask[1, ..., :pad] = False
+    with lt.exact():
+        got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+        alone = F.scaled_dot_product_attention(q[1:, :, pad:], k[1:, :, pad:], v[1:, :, pad:],
+                                               is_causal=True, enable_gqa=True)
+        first = F.scaled_dot_product_attention(q[:1], k[:1], v[:1], is_causal=True,
+                                               enable_gqa=True)
+    same(got[1:, :, pad:], alone)
+    same(got[:1], first)
+    assert bool((got[1, :, :pad] == 0).all())          # rows that see no key
+
+
+def test_attention_sliding_window_raises(gen):
     q = rand(gen, 1, 2, 4, 8)
-    mask = torch.ones(1, 1, 4, 4, dtype=torch.bool).tril()
-    mask[..., 0] = False
-    with lt.exact(), pytest.raises(lt.NotCoveredError, match="prefix"):
+    mask = torch.ones(1, 1, 4, 4, dtype=torch.bool).tril().triu(-1)   # a window of 2
+    with lt.exact(), pytest.raises(lt.NotCoveredError, match="window"):
         F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
 
 
@@ -454,7 +472,7 @@ def test_attention_mask_checked_once_per_mask(gen, monkeypatch):
         first = F.scaled_dot_product_attention(q, q, q, attn_mask=mask[..., :4])
         again = F.scaled_dot_product_attention(q, q, q, attn_mask=mask[..., :4])  # a new view
         assert len(calls) == 1
-        mask[1, ..., 0] = False                # changed in place: checked again
+        mask[1, 0, 3, 1] = False               # a hole, made in place: checked again
         with pytest.raises(lt.NotCoveredError):
             F.scaled_dot_product_attention(q, q, q, attn_mask=mask[..., :4])
     assert len(calls) == 2

@@ -9,7 +9,7 @@ Inside the block every aten op is one of:
   (mm, addmm, bmm, linear and matmul through them, sum/mean/var/amax/
   argmax over the last dim, softmax, log_softmax, rms_norm, layer_norm,
   silu, gelu, relu, sigmoid, exp, log, tanh, embedding,
-  scaled_dot_product_attention with prefix masks), on CUDA on PyTorch's
+  scaled_dot_product_attention with padding masks), on CUDA on PyTorch's
   current stream;
 - composed: a fixed sequence of exact ops for what Lockstep has no op for
   (rsqrt = 1 / sqrt, pow by 2 or 3 = x * x (* x), cos and sin from a
