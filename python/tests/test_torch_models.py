@@ -55,3 +55,23 @@ def test_model_cross_check_host_devices():
     devs = ["cpu", "ref"] + (["cuda:0"] if _devices() == ["cpu", "cuda"] else [])
     r = lt.cross_check(model, input_ids=ids, devices=devs)
     assert r.identical and r.ran == devs, str(r)
+
+
+def test_generate_left_padded_batch_equals_alone():
+    """transformers' generate() in exact mode: a left-padded batch picks
+    the tokens each prompt picks alone (greedy, bf16)."""
+    import lockstep.torch as lt
+    model = ex.build("llama", torch.bfloat16)
+    seqs = ex.sequences()[:3]
+    L = max(len(s) for s in seqs)
+    ids = torch.zeros(3, L, dtype=torch.long)
+    mask = torch.zeros(3, L, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, L - len(s):] = s
+        mask[i, L - len(s):] = 1
+    kw = dict(max_new_tokens=4, do_sample=False, pad_token_id=0)
+    with lt.exact():
+        batch = model.generate(input_ids=ids, attention_mask=mask, **kw)[:, -4:].tolist()
+        alone = [model.generate(input_ids=s[None], attention_mask=torch.ones(1, len(s),
+                                dtype=torch.long), **kw)[0, -4:].tolist() for s in seqs]
+    assert batch == alone
