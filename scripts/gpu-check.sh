@@ -505,10 +505,10 @@ stage_torch() {
   S=$BUILD_ROOT/$NAME
   # the build's library and CUDA driver module, the tarball's package
   tenv="LOCKSTEP_LIBRARY=$B/.libs/liblockstep.so.0 LOCKSTEP_DRIVER_PATH=$B/backends/cuda/.libs PYTHONPATH=$S/python PYTHONDONTWRITEBYTECODE=1"
-  ( cd "$S" && env $tenv timeout 150 "$py" -m pytest -v -rs -p no:cacheprovider python/tests ) \
+  ( cd "$S" && env $tenv timeout 180 "$py" -m pytest -v -rs -p no:cacheprovider python/tests ) \
       > "$OUT/torch/pytest.log" 2>&1
   st_t=$?
-  ( cd "$S" && env $tenv timeout 100 "$py" python/examples/exact_transformers.py --devices cpu,cuda ) \
+  ( cd "$S" && env $tenv timeout 90 "$py" python/examples/exact_transformers.py --devices cpu,cuda ) \
       > "$OUT/torch/models.log" 2>&1
   st_m=$?
   ( cd "$S" && env $tenv timeout 150 "$py" python/tools/bench_exact.py --quick ) \
