@@ -11,7 +11,7 @@ import ctypes
 import torch
 import torch.nn.functional as F
 
-from ..errors import BadDtypeError, BadLeadingDimError, BadShapeError
+from ..errors import BadDtypeError, BadLeadingDimError, BadShapeError, WrongDeviceError
 from ._call import (FLOATS, LK_DTYPE, LkTensor, empty, float_arg, lib, lk_tensor,
                     ptr_or_none, queue_for, ref, run, same_device, same_shape)
 from .._tensor import _lk
@@ -39,7 +39,6 @@ def _out(op, out, shape, dtype, dev):
 
 
 def _wrong_device(op, name, where, dev):
-    from ..errors import WrongDeviceError
     return WrongDeviceError(7, f"{op}: {name} is on {where}, the inputs on {dev}")
 
 
