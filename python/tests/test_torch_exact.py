@@ -127,7 +127,7 @@ def test_unary(gen, dtype):
     with lt.exact():
         got = {"silu": F.silu(x), "gelu_erf": F.gelu(x), "gelu_tanh": F.gelu(x, approximate="tanh"),
                "relu": torch.relu(x), "sigmoid": torch.sigmoid(x), "exp": torch.exp(x),
-               "log": torch.log(pos), "tanh": torch.tanh(x)}
+               "log": torch.log(pos), "tanh": torch.tanh(x), "erf": torch.erf(x)}
         inplace = x.clone()
         F.silu(inplace, inplace=True)
     for op, y in got.items():
@@ -336,6 +336,7 @@ def _ops_cases(gen, dtype):
         ("gelu_tanh", lambda d: F.gelu(x.to(d), approximate="tanh")),
         ("sigmoid", lambda d: torch.sigmoid(x.to(d))), ("exp", lambda d: torch.exp(x.to(d))),
         ("tanh", lambda d: torch.tanh(x.to(d))), ("log", lambda d: torch.log(x.to(d).abs())),
+        ("erf", lambda d: torch.erf(x.to(d))),
         ("rsqrt", lambda d: torch.rsqrt(x.to(d).abs())),
         ("pow3", lambda d: x.to(d).pow(3)), ("cos", lambda d: torch.cos(x.to(d) * 100)),
         ("sin", lambda d: torch.sin(x.to(d) * 100)), ("div", lambda d: x.to(d) / 3.0),

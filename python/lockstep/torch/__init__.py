@@ -8,7 +8,7 @@ Inside the block every aten op is one of:
 - covered: run by Lockstep on the tensors' own memory, without copies
   (mm, addmm, bmm, linear and matmul through them, sum/mean/var/amax/
   argmax over the last dim, softmax, log_softmax, rms_norm, layer_norm,
-  silu, gelu, relu, sigmoid, exp, log, tanh, embedding,
+  silu, gelu, relu, sigmoid, exp, log, tanh, erf, embedding,
   scaled_dot_product_attention with padding masks), on CUDA on PyTorch's
   current stream;
 - composed: a fixed sequence of exact ops for what Lockstep has no op for

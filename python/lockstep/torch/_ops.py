@@ -403,7 +403,7 @@ def fused_rms_norm(input, normalized_shape, weight, eps):
 
 # --------------------------------------------------------- element-wise
 
-_UNARY = {"relu": 2, "sigmoid": 4, "silu": 5, "exp": 8, "log": 9, "tanh": 10}
+_UNARY = {"relu": 2, "sigmoid": 4, "silu": 5, "exp": 8, "log": 9, "tanh": 10, "erf": 11}
 
 
 def unary(op, code, self, out=None):
