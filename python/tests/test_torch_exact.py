@@ -478,3 +478,20 @@ def test_attention_mask_checked_once_per_mask(gen, monkeypatch):
             F.scaled_dot_product_attention(q, q, q, attn_mask=mask[..., :4])
     assert len(calls) == 2
     same(first, again)
+
+
+def test_indexed_writes_refused_when_indices_repeat(gen):
+    x, src = torch.zeros(5, 3), rand(gen, 2, 3)
+    with lt.exact():
+        x.index_copy_(0, torch.tensor([4, 1]), src)            # distinct: allowed
+        x[torch.tensor([0, 2])] = src
+        with pytest.raises(lt.NotCoveredError, match="repeats"):
+            x.index_copy_(0, torch.tensor([3, 3]), src)
+        with pytest.raises(lt.NotCoveredError, match="repeats"):
+            x[torch.tensor([1, 1])] = src
+        with pytest.raises(lt.NotCoveredError, match="repeats"):
+            x.scatter_(0, torch.tensor([[0, 0, 1], [0, 2, 1]]), src)
+        y = torch.zeros(5, 3).scatter_(0, torch.tensor([[0, 0, 1], [1, 2, 3]]), src)
+    same(y[1, 0], src[1, 0])
+    same(x[4], src[0])
+    same(x[[0, 2]], src)
