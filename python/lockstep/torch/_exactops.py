@@ -45,7 +45,8 @@ allow("aten::cat", "aten::stack", "aten::where", "aten::masked_fill", "aten::mas
       "aten::slice_scatter", "aten::select_scatter", "aten::diagonal_scatter",
       "aten::index_fill", "aten::index_fill_",
       "aten::masked_select", "aten::triu", "aten::triu_", "aten::tril", "aten::tril_",
-      "aten::flip", "aten::roll", "aten::repeat", "aten::constant_pad_nd",
+      "aten::flip", "aten::roll", "aten::repeat", "aten::repeat_interleave",
+      "aten::constant_pad_nd",
       "aten::masked_scatter", "aten::masked_scatter_")
 
 # comparisons, logic, classification, integer-valued rounding
@@ -100,21 +101,25 @@ def _arange(args, kwargs):
 allow("aten::arange", check=_arange)
 
 
-def _integers_only(name):
+def _integers_only(name, why):
     def check(args, kwargs):
         for a in list(args) + list(kwargs.values()):
             if isinstance(a, torch.Tensor) and a.is_floating_point():
-                return f"{name} of floats"
+                return f"{name} of floats ({why})"
             if isinstance(a, float):
-                return f"{name} with a float operand"
+                return f"{name} with a float operand ({why})"
         return None
     return check
 
 
-for _op in ("cumsum", "cumsum_", "remainder", "remainder_", "fmod", "fmod_", "floor_divide",
-            "floor_divide_", "clamp", "clamp_", "clamp_min", "clamp_min_", "clamp_max",
-            "clamp_max_", "maximum", "minimum", "max", "min", "prod", "repeat_interleave"):
-    allow(f"aten::{_op}", check=_integers_only(_op))
+_WHY = {"cumsum": "the order of the sums", "remainder": "not correctly rounded",
+        "fmod": "not correctly rounded", "floor_divide": "not correctly rounded",
+        "prod": "the order of the products"}
+for _op in ("cumsum", "remainder", "fmod", "floor_divide", "prod"):
+    allow(f"aten::{_op}", f"aten::{_op}_", check=_integers_only(_op, _WHY[_op]))
+for _op in ("clamp", "clamp_min", "clamp_max", "maximum", "minimum", "max", "min"):
+    allow(f"aten::{_op}", f"aten::{_op}_", check=_integers_only(
+        _op, "the zero of max(-0, +0) and the index of a tie differ between devices"))
 
 
 def _duplicates(index, dim=None):
