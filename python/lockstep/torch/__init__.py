@@ -35,6 +35,7 @@ from . import _compose  # noqa: F401 (registers the compositions)
 from . import _exactops  # noqa: F401 (registers the allowed ops)
 from . import _attention  # noqa: F401 (registers attention)
 from ._check import cross_check
+from ._call import prepare_stream
 
 
 def exact(*, on_uncovered="raise", tc="sm90", host_device="cpu"):
@@ -63,4 +64,4 @@ def allowed_ops():
 
 
 __all__ = ["exact", "ExactMode", "NotCoveredError", "register", "allow", "function",
-           "current", "covered_ops", "allowed_ops", "cross_check"]
+           "current", "covered_ops", "allowed_ops", "cross_check", "prepare_stream"]

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import BadDtypeError, BadShapeError, InvalidArgumentError
-from ._call import LK_DTYPE, LkTensor, empty, float_arg, lib, queue_for, ref, run, same_device
+from ._call import LK_DTYPE, LkTensor, empty, float_arg, lib, queue, ref, run, same_device
 from ._mode import current, function
 from ._registry import NotCoveredError
 
@@ -172,7 +172,7 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     rows = g * S
     if scale is None:
         scale = 1.0 / math.sqrt(D)
-    qh = queue_for(dev, current().host_device)
+    qh = queue(dev)
     if starts is None:
         lq = LkTensor(qc.data_ptr(), code, rows, D, D, rows * D)
         lk = LkTensor(kc.data_ptr(), code, L, D, D, L * D)

@@ -43,31 +43,36 @@ TIERS = {None: 0, "sm80": 1 << 1, "sm90": 1 << 2}
 
 def current():
     """The innermost active ExactMode of this thread (None outside)."""
-    stack = getattr(_local, "stack", None)
-    return stack[-1] if stack else None
+    return getattr(_local, "top", None)
 
 
-def function(module, name):
+def function(module, name, light=False):
     """Decorator: in exact mode, module.name (a torch.nn.functional
     function) runs as the decorated implementation, which may return
-    NotImplemented to let the call go on to its aten ops."""
+    NotImplemented to let the call go on to its aten ops.  The
+    implementation's own PyTorch ops run outside the dispatch mode; a
+    light one runs inside it (saving the mode's pop and push) and must
+    keep its own ops out of it."""
     def deco(impl):
         if hasattr(module, name):
-            FUNCTIONS[(module, name)] = impl
+            FUNCTIONS[(module, name)] = (impl, light)
         return impl
     return deco
 
 
-def _wrapper(orig, impl):
+def _wrapper(orig, impl, light):
     @functools.wraps(orig)
     def run(*args, **kwargs):
-        m = current()
+        m = getattr(_local, "top", None)
         if m is not None:
             try:
-                # the implementation's own PyTorch ops (views, copies,
-                # index arithmetic) run directly, as inside the handler
-                with _disable_current_modes():
+                if light:
                     r = impl(*args, **kwargs)
+                else:
+                    # the implementation's own PyTorch ops (views, copies,
+                    # index arithmetic) run directly, as inside the handler
+                    with _disable_current_modes():
+                        r = impl(*args, **kwargs)
                 if r is not NotImplemented:
                     return r
             except NotCoveredError as e:
@@ -83,17 +88,44 @@ def _wrap_functions(enter):
     with _wrap_lock:
         _active[0] += 1 if enter else -1
         if enter and _active[0] == 1:
-            for (mod, name), impl in FUNCTIONS.items():
+            for (mod, name), (impl, light) in FUNCTIONS.items():
                 orig = getattr(mod, name)
                 _originals[(mod, name)] = orig
-                setattr(mod, name, _wrapper(orig, impl))
+                setattr(mod, name, _wrapper(orig, impl, light))
         elif not enter and _active[0] == 0:
             for (mod, name), orig in _originals.items():
                 setattr(mod, name, orig)
             _originals.clear()
 
 
-_handlers = {}   # OpOverload -> (kind, handler), filled on first use
+# How __torch_dispatch__ treats an op (the first item of a _handlers entry)
+_PASS, _CHECKED, _COVERED, _REFUSED = 0, 1, 2, 3
+_NOT_COVERED = ("not covered by Lockstep's exact mode (its bits may differ between "
+                "devices)")
+
+# id(OpOverload) -> (OpOverload, how, handler, callable), filled on first
+# use.  Keyed by id: an OpOverload's own __hash__ is a Python method (a
+# microsecond on every op); the entry keeps the object alive, so its id is
+# not reused, and the identity is checked on every hit all the same.
+_handlers = {}
+
+
+def _entry(func):
+    kind, h = lookup(func)
+    # func._op is the C++ callable OpOverload.__call__ ends in; calling it
+    # directly saves a Python frame for every allowed op.  An op with a
+    # Python dispatcher of its own goes through __call__.
+    call = func
+    if getattr(func, "_pyobj_dispatcher", None) is None:
+        call = getattr(func, "_op", func)
+    if kind == "covered":
+        e = (func, _COVERED, h, call)
+    elif kind == "allowed":
+        e = (func, _PASS if h is None else _CHECKED, h, call)
+    else:
+        e = (func, _REFUSED, None, call)
+    _handlers[id(func)] = e
+    return e
 
 
 class _Dispatch(TorchDispatchMode):
@@ -108,25 +140,27 @@ class _Dispatch(TorchDispatchMode):
         return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        # the hot path of every aten op: one dict hit, no allocation
+        e = _handlers.get(id(func))
+        if e is None or e[0] is not func:
+            e = _entry(func)
+        how = e[1]
+        if how == _PASS:
+            return e[3](*args, **kwargs) if kwargs else e[3](*args)
         if kwargs is None:
             kwargs = {}
-        hk = _handlers.get(func)
-        if hk is None:
-            hk = _handlers[func] = lookup(func)
-        kind, h = hk
-        if kind == "covered":
+        if how == _COVERED:
             try:
-                return h(*args, **kwargs)
-            except NotCoveredError as e:
-                return self.owner._uncovered(func, e, args, kwargs)
-        if kind == "allowed":
-            why = None if h is None else h(args, kwargs)
+                return e[2](*args, **kwargs)
+            except NotCoveredError as err:
+                return self.owner._uncovered(func, err, args, kwargs)
+        if how == _CHECKED:
+            why = e[2](args, kwargs)
             if why is None:
-                return func(*args, **kwargs)
+                return e[3](*args, **kwargs)
             return self.owner._uncovered(func, NotCoveredError(str(func), why), args, kwargs)
-        return self.owner._uncovered(
-            func, NotCoveredError(str(func), "not covered by Lockstep's exact mode (its "
-                                  "bits may differ between devices)"), args, kwargs)
+        return self.owner._uncovered(func, NotCoveredError(str(func), _NOT_COVERED), args,
+                                     kwargs)
 
 
 class ExactMode:
@@ -193,13 +227,18 @@ class ExactMode:
             _wrap_functions(False)
             raise
         self._modes = dm
+        # this thread's queue of the host device, for every CPU op
+        self.host_qh = self.host_device.queue._handle
         stack.append(self)
+        _local.top = self
         return self
 
     def __exit__(self, *exc):
         dm = self._modes
         self._modes = None
-        _local.stack.pop()
+        stack = _local.stack
+        stack.pop()
+        _local.top = stack[-1] if stack else None
         dm.__exit__(*exc)
         _wrap_functions(False)
         if self.on_uncovered == "warn" and self.uncovered:

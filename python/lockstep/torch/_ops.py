@@ -11,9 +11,9 @@ import ctypes
 import torch
 import torch.nn.functional as F
 
-from ..errors import BadDtypeError, BadLeadingDimError, BadShapeError, WrongDeviceError
+from ..errors import check, BadDtypeError, BadLeadingDimError, BadShapeError, WrongDeviceError
 from ._call import (FLOATS, LK_DTYPE, LkTensor, empty, float_arg, lib, lk_tensor,
-                    ptr_or_none, queue_for, ref, run, same_device, same_shape)
+                    ptr_or_none, queue, ref, run, same_device, same_shape)
 from .._tensor import _lk
 from ._mode import current, function
 from ._registry import NotCoveredError, register
@@ -23,7 +23,7 @@ HALF = (torch.bfloat16, torch.float16)
 
 
 def _queue(dev):
-    return queue_for(dev, current().host_device)
+    return queue(dev)
 
 
 def _out(op, out, shape, dtype, dev):
@@ -102,9 +102,10 @@ def _gemm2d(op, a, b, bias, names):
     lb, tb = _operand(b, op, names[1])
     res = torch.empty((m, n), dtype=dt, device=dev)
     lc = LkTensor(res.data_ptr(), LK_DTYPE[dt], m, n, n or 1, 0)
-    mode = current()
-    run(lib.lk_gemm, queue_for(dev, mode.host_device), ta, tb, ctypes.byref(la),
-        ctypes.byref(lb), lbias, ctypes.byref(lc), 1, mode.tc_flag if dt in HALF else 0)
+    st = lib.lk_gemm(queue(dev), ta, tb, ctypes.byref(la), ctypes.byref(lb), lbias,
+                     ctypes.byref(lc), 1, current().tc_flag if dt in HALF else 0)
+    if st:
+        check(st)
     return res
 
 
@@ -185,6 +186,53 @@ def linear(input, weight, bias=None):
     x = input.reshape(-1, input.shape[-1]) if input.dim() != 2 else input
     y = gemm("aten.linear", x, weight.t(), bias=bias, names=("input", "weight"))
     return y.view(*input.shape[:-1], weight.shape[0])
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+@function(F, "linear", light=True)
+def linear_function(input, weight, bias=None):
+    """F.linear as one Lockstep GEMM: aten would see t, view, mm (or
+    addmm) and _unsafe_view, four trips through the dispatch mode.  Runs
+    with the mode active (light): it dispatches no aten op itself but the
+    result's allocation, made with Python dispatch off.  Anything but
+    plain contiguous inference tensors goes on to the aten ops."""
+    if (input.__class__ not in _PLAIN or weight.__class__ not in _PLAIN
+            or (bias is not None and bias.__class__ not in _PLAIN)
+            or _needs_grad(input, weight, bias)):
+        return NotImplemented
+    dt = input.dtype
+    dev = input.device
+    if (dt not in FLOATS or weight.dtype is not dt or weight.dim() != 2 or input.dim() == 0
+            or weight.device != dev or not input.is_contiguous()
+            or not weight.is_contiguous()):
+        return NotImplemented
+    n, k = weight.shape
+    shape = input.shape
+    if shape[-1] != k or k == 0 or n == 0:
+        return NotImplemented
+    m = input.numel() // k
+    if m == 0:
+        return NotImplemented
+    lbias = None
+    if bias is not None:
+        if (bias.dtype not in FLOATS or bias.dim() != 1 or bias.shape[0] != n
+                or bias.device != dev or (n > 1 and bias.stride(0) != 1)):
+            return NotImplemented
+        lbias = ctypes.byref(LkTensor(bias.data_ptr(), LK_DTYPE[bias.dtype], 1, n, n, 0))
+    code = LK_DTYPE[dt]
+    qh = queue(dev)
+    with _NO_PYTHON_DISPATCH():
+        res = torch.empty((*shape[:-1], n), dtype=dt, device=dev)
+    la = LkTensor(input.data_ptr(), code, m, k, k, 0)
+    lb = LkTensor(weight.data_ptr(), code, n, k, k, 0)   # weight.T: transposed storage
+    lc = LkTensor(res.data_ptr(), code, m, n, n, 0)
+    st = lib.lk_gemm(qh, 0, 1, ctypes.byref(la), ctypes.byref(lb), lbias, ctypes.byref(lc),
+                     1, current().tc_flag if dt in HALF else 0)
+    if st:
+        check(st)
+    return res
 
 
 # ----------------------------------------------------- row reductions
@@ -375,6 +423,9 @@ def rms_norm(op, input, normalized_shape, weight, eps):
     ly = lk_tensor(res, f"{op}: out")[0]
     run(lib.lk_rmsnorm, _queue(dev), ref(lx), ptr_or_none(lw), float(eps), ref(ly))
     return res
+
+
+_NO_PYTHON_DISPATCH = torch._C._DisableTorchDispatch
 
 
 def _needs_grad(*ts):
