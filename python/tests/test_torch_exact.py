@@ -76,6 +76,28 @@ def test_mm_addmm_bmm_linear(gen, dtype):
     same(mat3, bmm)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_linear_one_call_equals_aten_path(gen, dtype):
+    # F.linear of plain inference tensors is one Lockstep GEMM; with a
+    # gradient or a strided weight it goes through aten's
+    # t/view/mm/addmm: every route gives the same bits
+    x3, w, bias = rand(gen, 2, 3, 40, dtype=dtype), rand(gen, 24, 40, dtype=dtype), \
+        rand(gen, 24, dtype=dtype)
+    wg = w.clone().requires_grad_(True)
+    ws = w.t().contiguous().t()   # the same values, column-major
+    with lt.exact():
+        with torch.no_grad():
+            fast = F.linear(x3, w, bias)
+            fast_nobias = F.linear(x3, w)
+            strided = F.linear(x3, ws, bias)
+        grad = F.linear(x3, wg, bias)
+        two_d = F.linear(x3.reshape(6, 40), w)
+    assert not fast.requires_grad and grad.requires_grad
+    same(fast, strided)
+    same(fast, grad.detach())
+    same(fast_nobias.reshape(6, 24), two_d)
+
+
 def test_tier_option(gen):
     a, b = rand(gen, 4, 40, dtype=torch.bfloat16), rand(gen, 40, 6, dtype=torch.bfloat16)
     with lt.exact(tc=None):
