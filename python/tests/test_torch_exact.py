@@ -433,6 +433,37 @@ def test_cuda_runs_on_current_stream(gen):
         same(y, torch.softmax(x.cpu() * 2, -1))
 
 
+def test_cuda_graph_capture_replays_the_same_bits(gen):
+    """Exact mode's GEMM, norm, softmax and element-wise ops captured in a
+    CUDA graph (the stream's Lockstep queue made first by prepare_stream)
+    give the eager results' bits on every replay."""
+    cuda_or_skip()
+    x = rand(gen, 4, 64, dtype=torch.bfloat16).cuda()
+    w = rand(gen, 96, 64, dtype=torch.bfloat16).cuda()
+    nw = rand(gen, 96, dtype=torch.bfloat16).cuda()
+
+    def step(x):
+        h = F.linear(x, w)
+        h = F.rms_norm(h, (96,), nw, 1e-6)
+        return torch.softmax(F.silu(h) * 2, -1) @ w
+
+    with torch.no_grad(), lt.exact():
+        want = step(x)
+        s = torch.cuda.Stream()
+        lt.prepare_stream(s)
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            step(x)                           # warm-up on the capture stream
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            got = step(x)
+    for _ in range(3):
+        g.replay()
+        torch.cuda.synchronize()
+        same(got, want)
+
+
 def test_cuda_wrong_device_names_argument(gen):
     cuda_or_skip()
     a = rand(gen, 4, 4)
