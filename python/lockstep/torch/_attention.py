@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from ..errors import BadDtypeError, BadShapeError, InvalidArgumentError
 from ._call import LK_DTYPE, LkTensor, empty, float_arg, lib, queue, ref, run, same_device
-from ._mode import current, function
+from ._mode import function
 from ._registry import NotCoveredError
 
 OP = "scaled_dot_product_attention"
