@@ -464,6 +464,43 @@ def test_cuda_graph_capture_replays_the_same_bits(gen):
         same(got, want)
 
 
+def test_cuda_queue_per_stream_logic(monkeypatch):
+    """The CUDA queue lookup without a GPU: one queue per (ordinal, stream),
+    the legacy default stream as handle 1, and a queue that cannot be made
+    under graph capture names prepare_stream."""
+    from lockstep.torch import _call
+    made = []
+
+    class FakeQueue:
+        def __init__(self, dev, native_stream):
+            if fail:
+                raise lockstep.OutOfMemoryError(8, "cudaMalloc (queue workspace)")
+            made.append((dev, native_stream))
+            self._handle = 1000 + len(made)
+
+    fail = False
+    stream = [0]
+    monkeypatch.setattr(_call, "_handles", {})
+    monkeypatch.setattr(_call, "_queues", {})
+    monkeypatch.setattr(_call, "Queue", FakeQueue)
+    monkeypatch.setattr(_call, "_cuda_device", lambda index: f"gpu{index}")
+    monkeypatch.setattr(_call, "_raw_stream", lambda index: stream[0])
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    dev = torch.device("cuda", 0)
+    assert _call.cuda_queue(dev) == 1001 and made == [("gpu0", 1)]
+    assert _call.cuda_queue(dev) == 1001 and len(made) == 1
+    stream[0] = 77
+    assert _call.cuda_queue(dev) == 1002 and made[-1] == ("gpu0", 77)
+    assert _call.cuda_queue(torch.device("cuda", 1)) == 1003 and made[-1] == ("gpu1", 77)
+    fail, stream[0] = True, 78
+    with pytest.raises(lockstep.OutOfMemoryError, match="prepare_stream"):
+        _call.cuda_queue(dev)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    with pytest.raises(lockstep.OutOfMemoryError) as e:
+        _call.cuda_queue(dev)
+    assert "prepare_stream" not in str(e.value)
+
+
 def test_cuda_wrong_device_names_argument(gen):
     cuda_or_skip()
     a = rand(gen, 4, 4)
