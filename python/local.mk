@@ -19,6 +19,7 @@ EXTRA_DIST += python/lockstep/train_ops.py python/lockstep/torch/_backward.py \
 	python/tests/test_train_exact.py python/tests/test_bitlinear.py \
 	python/tools/bench_train.py
 # lockstep.torch (exact mode for PyTorch), its tests, example and benchmark
+EXTRA_DIST += scripts/ci-torch.sh
 EXTRA_DIST += python/lockstep/torch/__init__.py python/lockstep/torch/_registry.py \
 	python/lockstep/torch/_mode.py python/lockstep/torch/_call.py \
 	python/lockstep/torch/_ops.py python/lockstep/torch/_compose.py \

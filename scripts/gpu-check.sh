@@ -62,6 +62,12 @@
 #               CPU vs CUDA and deployed == trained, then a training step of
 #               a 134M-parameter model, exact vs stock PyTorch (the ratio);
 #               logs in $OUT/train/ (TRAIN_BENCH_ARGS)
+#   torch       lockstep.torch with the host's python3 (PyTorch): the python
+#               suite (exact mode on cuda:0 against the CPU, the DLPack CUDA
+#               tests), the transformers models' logits digests on CPU and
+#               CUDA (python/examples/exact_transformers.py) and exact mode
+#               against stock PyTorch on a 1.2 B Llama-style model
+#               (python/tools/bench_exact.py); logs in $OUT/torch/
 #   report      make bench-report: lockstep bench on the CPU devices and
 #               lockstep-cuda-bench on cuda:0, the page, plots and JSON copied
 #               to $OUT/bench-report (without gnuplot on the host, the JSON
@@ -563,6 +569,40 @@ stage_attn() {
   fi
 }
 
+stage_torch() {
+  t0=$(now)
+  py=${PYTHON:-python3}
+  if ! "$py" -c 'import torch, numpy, pytest' 2>/dev/null; then
+    record torch SKIP 0 "$py lacks torch, numpy or pytest"
+    return
+  fi
+  mkdir -p "$OUT/torch"
+  S=$BUILD_ROOT/$NAME
+  # the build's library and CUDA driver module, the tarball's package
+  tenv="LOCKSTEP_LIBRARY=$B/.libs/liblockstep.so.0 LOCKSTEP_DRIVER_PATH=$B/backends/cuda/.libs PYTHONPATH=$S/python PYTHONDONTWRITEBYTECODE=1"
+  ( cd "$S" && env $tenv timeout 180 "$py" -m pytest -v -rs -p no:cacheprovider python/tests ) \
+      > "$OUT/torch/pytest.log" 2>&1
+  st_t=$?
+  ( cd "$S" && env $tenv timeout 90 "$py" python/examples/exact_transformers.py --devices cpu,cuda ) \
+      > "$OUT/torch/models.log" 2>&1
+  st_m=$?
+  ( cd "$S" && env $tenv timeout 150 "$py" python/tools/bench_exact.py --quick ) \
+      > "$OUT/torch/bench.log" 2>&1
+  st_b=$?
+  grep -E "FAILED|ERROR" "$OUT/torch/pytest.log" | head -20
+  tail -1 "$OUT/torch/pytest.log"
+  cat "$OUT/torch/models.log"
+  tail -6 "$OUT/torch/bench.log"
+  dl=$(grep -c "test_torch_cuda_without_copy PASSED" "$OUT/torch/pytest.log")
+  cu=$(grep -c "test_torch_exact.py::test_cuda_.* PASSED" "$OUT/torch/pytest.log")
+  detail="pytest: $(tail -1 "$OUT/torch/pytest.log" | tr -d '=' | sed 's/^ *//'); cuda tests passed: $cu, dlpack cuda: $dl; models: $(tail -1 "$OUT/torch/models.log"); $(grep '^ratio' "$OUT/torch/bench.log")"
+  if test $st_t -eq 0 && test $st_m -eq 0 && test $st_b -eq 0 && test "$dl" -eq 1; then
+    record torch ok $(($(now) - t0)) "$detail"
+  else
+    record torch FAIL $(($(now) - t0)) "exit $st_t/$st_m/$st_b; $detail (torch/)"
+  fi
+}
+
 stage_layerprof() {
   t0=$(now)
   NCU=$CUDA_HOME/bin/ncu
@@ -783,6 +823,7 @@ for s in $STAGES; do
     layers) stage_layers ;;
     layerprof) stage_layerprof ;;
     attn) stage_attn ;;
+    torch) stage_torch ;;
     report) stage_report ;;
     train) stage_train ;;
     *) note "unknown stage $s"; record "$s" FAIL 0 "unknown stage" ;;

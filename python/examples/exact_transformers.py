@@ -6,8 +6,8 @@ CPU and CUDA, alone or inside a padded batch.
 Builds small GPT-2 and Llama-style models from configs with random
 weights (seeded; nothing is downloaded), runs 8 sequences of different
 lengths one at a time and as one right-padded batch with an attention
-mask, in f32 and bf16, inside lockstep.torch.exact() on each device, and
-prints a digest (SHA-256 of the logits' bytes of the real tokens) per
+mask (padded on the right, then on the left), in f32 and bf16, inside
+lockstep.torch.exact() on each device, and prints a digest (SHA-256 of the logits' bytes of the real tokens) per
 run.  Exit status 1 if any digest differs from the first device's
 batch-1 one.  The same models outside exact mode are printed for contrast
 (their digests usually differ between devices and batch sizes)."""
@@ -48,25 +48,34 @@ def sequences(n=8, seed=7):
     return [torch.randint(1, VOCAB, (L,), generator=g) for L in lens]
 
 
-def logits_bytes(model, seqs, device, batched, exact):
-    """The logits of every real token of every sequence, concatenated."""
+def logits_bytes(model, seqs, device, batch, exact):
+    """The logits of every real token of every sequence, concatenated.
+    batch: "1" (one sequence at a time), "8R" or "8L" (all of them in one
+    batch, padded on the right or on the left, with an attention mask and
+    the positions of the real tokens)."""
     out = []
     ctx = lt.exact() if exact else torch.no_grad()
     with torch.no_grad(), ctx:
-        if batched:
-            L = max(len(s) for s in seqs)
-            ids = torch.zeros(len(seqs), L, dtype=torch.long)
-            mask = torch.zeros(len(seqs), L, dtype=torch.long)
-            for i, s in enumerate(seqs):
-                ids[i, :len(s)] = s
-                mask[i, :len(s)] = 1
-            lg = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
-            for i, s in enumerate(seqs):
-                out.append(lg[i, :len(s)].float().cpu())
-        else:
+        if batch == "1":
             for s in seqs:
                 lg = model(input_ids=s[None].to(device)).logits
                 out.append(lg[0].float().cpu())
+            return torch.cat(out)
+        L = max(len(s) for s in seqs)
+        ids = torch.zeros(len(seqs), L, dtype=torch.long)
+        mask = torch.zeros(len(seqs), L, dtype=torch.long)
+        pos = torch.zeros(len(seqs), L, dtype=torch.long)
+        spans = []
+        for i, s in enumerate(seqs):
+            a = 0 if batch == "8R" else L - len(s)
+            ids[i, a:a + len(s)] = s
+            mask[i, a:a + len(s)] = 1
+            pos[i, a:a + len(s)] = torch.arange(len(s))
+            spans.append((a, a + len(s)))
+        lg = model(input_ids=ids.to(device), attention_mask=mask.to(device),
+                   position_ids=pos.to(device)).logits
+        for i, (a, b) in enumerate(spans):
+            out.append(lg[i, a:b].float().cpu())
     return torch.cat(out)
 
 
@@ -74,8 +83,11 @@ def digest(t):
     return hashlib.sha256(t.contiguous().view(torch.int32).numpy().tobytes()).hexdigest()[:16]
 
 
+BATCHES = ("1", "8R", "8L")
+
+
 def run(kinds, dtypes, devices, log=print):
-    """{(kind, dtype, exact, device, batched): (digest, logits)}; prints a table."""
+    """{(kind, dtype, exact, device, batch): (digest, logits)}; prints a table."""
     res = {}
     seqs = sequences()
     for kind in kinds:
@@ -84,17 +96,19 @@ def run(kinds, dtypes, devices, log=print):
             for device in devices:
                 model.to(device)
                 for exact in (True, False):
-                    for batched in (False, True):
-                        lg = logits_bytes(model, seqs, device, batched, exact)
-                        res[(kind, str(dtype).split(".")[-1], exact, device, batched)] = \
+                    for batch in BATCHES:
+                        lg = logits_bytes(model, seqs, device, batch, exact)
+                        res[(kind, str(dtype).split(".")[-1], exact, device, batch)] = \
                             (digest(lg), lg)
             model.to("cpu")
-    log(f"{'model':6} {'dtype':9} {'mode':7} {'device':7} {'batch 1':17} {'batch 8':17}")
-    for (kind, dt, exact, dev, batched), (d, _) in res.items():
-        if batched:
+    log(f"{'model':6} {'dtype':9} {'mode':6} {'device':7} {'batch 1':17} "
+        f"{'batch 8, right':17} {'batch 8, left':17}")
+    for (kind, dt, exact, dev, batch), (d, _) in res.items():
+        if batch != "1":
             continue
-        d8 = res[(kind, dt, exact, dev, True)][0]
-        log(f"{kind:6} {dt:9} {'exact' if exact else 'stock':7} {dev:7} {d:17} {d8:17}")
+        dr = res[(kind, dt, exact, dev, "8R")][0]
+        dl = res[(kind, dt, exact, dev, "8L")][0]
+        log(f"{kind:6} {dt:9} {'exact' if exact else 'stock':6} {dev:7} {d:17} {dr:17} {dl:17}")
     return res
 
 
@@ -103,7 +117,7 @@ def check(res):
     bad = []
     refs = {}
     for key, (d, _) in res.items():
-        kind, dt, exact, dev, batched = key
+        kind, dt, exact, dev, batch = key
         if not exact:
             continue
         ref = refs.setdefault((kind, dt), (key, d))
@@ -123,7 +137,7 @@ def main():
     bad = check(res)
     for key, ref in bad:
         print(f"DIFFERS: {key} from {ref}")
-    print("exact mode: identical logits on " + a.devices + " at batch 1 and 8"
+    print("exact mode: identical logits on " + a.devices + " at batch 1 and 8 (both paddings)"
           if not bad else f"exact mode: {len(bad)} runs differ")
     return 1 if bad else 0
 

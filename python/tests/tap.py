@@ -37,6 +37,20 @@ class Tap:
                             self.line(f"# {title}: {ln}")
 
 
+    def pytest_collectreport(self, report):
+        # a module skipped as a whole (PyTorch absent): one SKIP line for it
+        if report.skipped:
+            self.n += 1
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else "skipped"
+            reason = reason[9:] if reason.startswith("Skipped: ") else reason
+            self.line(f"ok {self.n} - {report.nodeid} # SKIP {reason}")
+        elif report.failed:
+            self.n += 1
+            self.line(f"not ok {self.n} - {report.nodeid} (collection)")
+            for ln in str(report.longreprtext).splitlines()[-40:]:
+                self.line("# " + ln)
+
+
 def main():
     out = os.fdopen(os.dup(1), "w")
     sys.stdout.flush()

@@ -8,7 +8,8 @@ the bf16 tensor-core peak.
     PYTHONPATH=python python3 python/tools/bench_exact.py [--quick]
 
 --hbm-gbs and --peak-tflops set the floors' figures (default: an H200's
-4800 GB/s and 989 dense bf16 TFLOP/s).  --layers makes the model smaller."""
+4800 GB/s and 989 dense bf16 TFLOP/s).  --layers makes the model smaller;
+--device cpu --tiny is a trial run of the script on a toy model."""
 
 import argparse
 import time
@@ -18,36 +19,41 @@ import torch
 import lockstep.torch as lt
 
 
-def build(layers, device):
+def build(layers, device, tiny=False):
     import transformers
     transformers.logging.set_verbosity_error()
+    dims = dict(vocab_size=1024, hidden_size=128, intermediate_size=256) if tiny else \
+        dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192)
     cfg = transformers.LlamaConfig(
-        vocab_size=128256, hidden_size=2048, intermediate_size=8192,
-        num_hidden_layers=layers, num_attention_heads=32, num_key_value_heads=8,
+        **dims, num_hidden_layers=layers, num_attention_heads=32 if not tiny else 4,
+        num_key_value_heads=8 if not tiny else 2,
         max_position_embeddings=4096, rope_theta=500000.0, tie_word_embeddings=True,
-        attn_implementation="sdpa", torch_dtype=torch.bfloat16)
+        attn_implementation="sdpa")
     torch.manual_seed(0)
     with torch.device(device):
         model = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
     return model, cfg
 
 
+def sync():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def timed(fn, reps):
     fn()                                   # warm-up (allocations, caches)
-    torch.cuda.synchronize()
+    sync()
     best = float("inf")
     for _ in range(reps):
         t0 = time.perf_counter()
         fn()
-        torch.cuda.synchronize()
+        sync()
         best = min(best, time.perf_counter() - t0)
     return best
 
 
-def decode_steps(model, ctx_len, steps, device):
-    """A prompt of ctx_len tokens in the cache, then steps decode steps."""
-    ids = torch.randint(0, model.config.vocab_size, (1, ctx_len), device=device)
-
+def decode_steps(model, ids, steps):
+    """The prompt ids in the cache, then steps decode steps."""
     def run():
         with torch.no_grad():
             out = model(input_ids=ids, use_cache=True)
@@ -58,7 +64,7 @@ def decode_steps(model, ctx_len, steps, device):
                 out = model(input_ids=tok, past_key_values=past, use_cache=True)
                 past = out.past_key_values
                 tok = out.logits[:, -1:].argmax(-1)
-            torch.cuda.synchronize()
+            sync()
             return time.perf_counter() - t0
     return run
 
@@ -72,19 +78,23 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer steps and repetitions")
     ap.add_argument("--hbm-gbs", type=float, default=4800.0)
     ap.add_argument("--peak-tflops", type=float, default=989.0)
+    ap.add_argument("--device", default="cuda", help="cpu: a trial run of the script itself")
+    ap.add_argument("--tiny", action="store_true", help="a toy model (a trial run)")
     a = ap.parse_args()
     if a.quick:
         a.steps, a.reps = 16, 2
-    if not torch.cuda.is_available():
+    if a.device == "cuda" and not torch.cuda.is_available():
         print("bench_exact: no CUDA device, nothing to measure")
         return 0
-    dev = "cuda"
-    model, cfg = build(a.layers, dev)
+    dev = a.device
+    model, cfg = build(a.layers, dev, a.tiny)
     n_params = sum(p.numel() for p in model.parameters())
     wbytes = sum(p.numel() * p.element_size() for p in model.parameters())
     print(f"model: Llama-style, {a.layers} layers, {n_params / 1e9:.2f} B parameters, "
-          f"bf16 ({wbytes / 1e9:.2f} GB), {torch.cuda.get_device_name()}")
+          f"bf16 ({wbytes / 1e9:.2f} GB), "
+          f"{torch.cuda.get_device_name() if dev == 'cuda' else 'cpu'}")
     ids = torch.randint(0, cfg.vocab_size, (1, a.prefill), device=dev)
+    prompt = torch.randint(0, cfg.vocab_size, (1, 64), device=dev)
 
     def prefill():
         with torch.no_grad():
@@ -94,7 +104,7 @@ def main():
     for label, make in (("stock", lambda: torch.no_grad()), ("exact", lambda: lt.exact())):
         with make():
             tp = timed(prefill, a.reps)
-            run = decode_steps(model, 64, a.steps, dev)
+            run = decode_steps(model, prompt, a.steps)
             run()
             td = min(run() for _ in range(a.reps)) / a.steps
         rows.append((label, tp, td))

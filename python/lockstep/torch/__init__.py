@@ -8,8 +8,8 @@ Inside the block every aten op is one of:
 - covered: run by Lockstep on the tensors' own memory, without copies
   (mm, addmm, bmm, linear and matmul through them, sum/mean/var/amax/
   argmax over the last dim, softmax, log_softmax, rms_norm, layer_norm,
-  silu, gelu, relu, sigmoid, exp, log, tanh, embedding,
-  scaled_dot_product_attention with prefix masks), on CUDA on PyTorch's
+  silu, gelu, relu, sigmoid, exp, log, tanh, erf, embedding,
+  scaled_dot_product_attention with padding masks), on CUDA on PyTorch's
   current stream;
 - composed: a fixed sequence of exact ops for what Lockstep has no op for
   (rsqrt = 1 / sqrt, pow by 2 or 3 = x * x (* x), cos and sin from a
@@ -36,6 +36,7 @@ from . import _exactops  # noqa: F401 (registers the allowed ops)
 from . import _attention  # noqa: F401 (registers attention)
 from ._check import cross_check
 from ._optim import optim, BitLinear, bitlinear_swap  # noqa: F401 (training: backward ops, optimizers)
+from ._call import prepare_stream
 
 
 def exact(*, on_uncovered="raise", tc="sm90", host_device="cpu"):
@@ -64,4 +65,4 @@ def allowed_ops():
 
 
 __all__ = ["exact", "ExactMode", "NotCoveredError", "register", "allow", "function",
-           "current", "covered_ops", "allowed_ops", "cross_check"]
+           "current", "covered_ops", "allowed_ops", "cross_check", "prepare_stream"]

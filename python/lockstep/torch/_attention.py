@@ -2,11 +2,13 @@
 
 Covered: q (B, H, S, D), k and v (B, Hkv, L, D) of one float dtype (3-D
 without B too), Hkv dividing H (enable_gqa, or Hkv == H), dropout_p 0, and
-a mask that lets every query row see a prefix of the keys: no mask (every
+a mask that lets every query row see one window of the keys: no mask (every
 key), is_causal (query i sees keys 0..i, PyTorch's top-left alignment), or
 a bool mask (True: attend) or additive float mask (0: attend; finfo.min or
--inf: masked) of shape (B or 1, 1, S or 1, L) whose rows are prefixes --
-causal masks with right padding are.  Left padding, sliding windows,
+-inf: masked) of shape (B or 1, 1, S or 1, L) whose rows each see one
+window of keys that starts where the sequence's other rows start --
+causal masks with right or left padding do (left padding: one call per
+sequence, its keys read from the first unpadded row).  Sliding windows,
 per-head masks and biases (ALiBi) raise NotCoveredError.  A row that sees
 no key gives +0.
 
@@ -16,9 +18,9 @@ kv head are g * S rows of one sequence of the batch of B * Hkv that
 lk_attention computes (n_head = n_kv = 1), so one call covers every head.
 The scale defaults to 1 / sqrt(D) in double, rounded once to f32.
 
-A mask's prefix lengths are checked once per mask tensor (a host read on
-CUDA), then kept while the tensor lives unchanged: a model's layers share
-the mask of one forward pass."""
+A mask's windows are checked once per mask (a host read on CUDA),
+then kept while the mask's memory lives unchanged: a model's layers share
+the mask of one forward pass, each through a view of its own."""
 
 import math
 import weakref
@@ -27,13 +29,13 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import BadDtypeError, BadShapeError, InvalidArgumentError
-from ._call import LK_DTYPE, LkTensor, empty, float_arg, lib, queue_for, ref, run, same_device
-from ._mode import current, function
+from ._call import LK_DTYPE, LkTensor, empty, float_arg, lib, queue, ref, run, same_device
+from ._mode import function
 from ._registry import NotCoveredError
 
 OP = "scaled_dot_product_attention"
 _I32 = 5
-_mask_cache = {}     # id(mask) -> (weakref, version, key, positions)
+_mask_cache = {}     # (memory, layout, shapes) -> (weakref to the base, version, positions)
 _shared_cache = {}   # (device, S, L, causal, g) -> positions
 
 
@@ -56,21 +58,31 @@ def _positions_from_mask(mask, B, S, L, dev):
         bad_values = (~allowed) & (m > torch.finfo(m.dtype).min)
     else:
         raise BadDtypeError(6, f"{OP}: attn_mask: dtype {m.dtype} (bool or float)")
+    # every query row must see one window of keys, [start, start + count),
+    # with one start per sequence (0 for right padding, the padding's
+    # length for left padding); rows that see no key give +0
+    idx = torch.arange(L, device=dev)
     count = allowed.sum(-1)                                      # (mb, S)
-    prefix = torch.arange(L, device=dev) < count.unsqueeze(-1)
-    bad = (prefix != allowed).any()
+    first = torch.where(allowed, idx, L).amin(-1)                # (mb, S), L: none
+    start = torch.where(count > 0, first, L).amin(-1)            # (mb,)
+    want = (idx >= start.view(mb, 1, 1)) & (idx < (start.view(mb, 1) + count).unsqueeze(-1))
+    bad = (want != allowed).any()
     if bad_values is not None:
         bad = bad | bad_values.any()
-    if bool(bad):
-        raise NotCoveredError(OP, "attn_mask: some query row sees keys that are not a prefix "
-                              "0..p (left padding, a sliding window) or has additive values "
-                              "other than 0 and -inf/finfo.min")
-    return (count - 1).to(torch.int32)                           # (mb, S)
+    host = torch.cat([bad.view(1).long(), start]).tolist()      # one host read
+    if host[0]:
+        raise NotCoveredError(OP, "attn_mask: a query row sees keys that are not one window "
+                              "starting where its sequence's other rows start (a sliding "
+                              "window, holes) or has additive values other than 0 and "
+                              "-inf/finfo.min")
+    starts = tuple(0 if v >= L else v for v in host[1:])
+    return (count - 1).to(torch.int32), (starts if any(starts) else None)
 
 
 def _positions(mask, is_causal, B, S, L, dev):
-    """(positions, per_sequence): i32 positions (S,) shared by the batch,
-    or (B, S)."""
+    """(positions, per_sequence, starts): i32 positions (S,) shared by
+    the batch, or (B, S) per sequence; starts: the first key row of each
+    sequence (None: all 0)."""
     if mask is None:
         key = (str(dev), S, L, bool(is_causal))
         p = _shared_cache.get(key)
@@ -82,21 +94,41 @@ def _positions(mask, is_causal, B, S, L, dev):
             if len(_shared_cache) > 64:
                 _shared_cache.clear()
             _shared_cache[key] = p
-        return p, False
+        return p, False, None
     if is_causal:
         raise InvalidArgumentError(2, f"{OP}: attn_mask and is_causal are both set")
-    key = (B, S, L, str(dev))
-    hit = _mask_cache.get(id(mask))
-    if hit is not None and hit[0]() is mask and hit[1] == mask._version and hit[2] == key:
-        p = hit[3]
+    # views of one mask (each layer slices it anew) share its base and
+    # version counter: the same memory, shape, strides and version are
+    # the same contents while the base lives
+    base = mask._base if mask._base is not None else mask
+    key = (mask.data_ptr(), tuple(mask.shape), tuple(mask.stride()), mask.dtype, B, S, L,
+           str(dev))
+    hit = _mask_cache.get(key)
+    if hit is not None and hit[0]() is base and hit[1] == mask._version:
+        p, starts = hit[2]
     else:
-        p = _positions_from_mask(mask, B, S, L, dev)
+        p, starts = _positions_from_mask(mask, B, S, L, dev)
         if len(_mask_cache) > 16:
             _mask_cache.clear()
-        _mask_cache[id(mask)] = (weakref.ref(mask), mask._version, key, p)
+        _mask_cache[key] = (weakref.ref(base), mask._version, (p, starts))
     if p.shape[0] == 1:
-        return p[0], False
-    return p, True
+        return p[0], False, (None if starts is None else starts * B)
+    return p, True, starts
+
+
+def _repeated(pos, g):
+    """pos repeated g times (one column for the g query heads of a kv
+    head), kept with the shared positions it was made from."""
+    if g == 1:
+        return pos
+    key = (pos.data_ptr(), pos.shape[0], g, str(pos.device))
+    p = _shared_cache.get(key)
+    if p is None or p[0]() is not pos:
+        if len(_shared_cache) > 64:
+            _shared_cache.clear()
+        p = (weakref.ref(pos), pos.repeat(g))
+        _shared_cache[key] = p
+    return p[1]
 
 
 def _needs_grad(*ts):
@@ -104,7 +136,7 @@ def _needs_grad(*ts):
                                            if isinstance(t, torch.Tensor))
 
 
-@function(F.scaled_dot_product_attention)
+@function(F, "scaled_dot_product_attention")
 def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
          enable_gqa=False):
     if _needs_grad(query, key, value, attn_mask):
@@ -133,24 +165,41 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
         raise BadShapeError(3, f"{OP}: key: {Hk} heads for {H} query heads"
                             + ("" if enable_gqa else " (enable_gqa=False)"))
     g = H // Hk
-    pos, per_seq = _positions(attn_mask, is_causal, B, S, L, dev)
+    pos, per_seq, starts = _positions(attn_mask, is_causal, B, S, L, dev)
     code = LK_DTYPE[q.dtype]
     qc, kc, vc = q.contiguous(), k.contiguous(), v.contiguous()
     out = empty((B, H, S, D), q.dtype, dev)
     rows = g * S
-    lq = LkTensor(qc.data_ptr(), code, rows, D, D, rows * D)
-    lk = LkTensor(kc.data_ptr(), code, L, D, D, L * D)
-    lv = LkTensor(vc.data_ptr(), code, L, D, D, L * D)
-    lo = LkTensor(out.data_ptr(), code, rows, D, D, rows * D)
-    if per_seq:
-        # one column of g * S positions per (sequence, kv head)
-        pr = pos.view(B, 1, 1, S).expand(B, Hk, g, S).contiguous()
-        lp = LkTensor(pr.data_ptr(), _I32, rows, 1, 1, rows)
-    else:
-        pr = pos.repeat(g) if g > 1 else pos
-        lp = LkTensor(pr.data_ptr(), _I32, rows, 1, 1, 0)
     if scale is None:
         scale = 1.0 / math.sqrt(D)
-    run(lib.lk_attention, queue_for(dev, current().host_device), ref(lq), ref(lk), ref(lv),
-        ref(lp), 1, 1, float(scale), ref(lo), B * Hk)
+    qh = queue(dev)
+    if starts is None:
+        lq = LkTensor(qc.data_ptr(), code, rows, D, D, rows * D)
+        lk = LkTensor(kc.data_ptr(), code, L, D, D, L * D)
+        lv = LkTensor(vc.data_ptr(), code, L, D, D, L * D)
+        lo = LkTensor(out.data_ptr(), code, rows, D, D, rows * D)
+        if per_seq:
+            # one column of g * S positions per (sequence, kv head)
+            pr = pos.view(B, 1, 1, S).expand(B, Hk, g, S).contiguous()
+            lp = LkTensor(pr.data_ptr(), _I32, rows, 1, 1, rows)
+        else:
+            pr = _repeated(pos, g)
+            lp = LkTensor(pr.data_ptr(), _I32, rows, 1, 1, 0)
+        run(lib.lk_attention, qh, ref(lq), ref(lk), ref(lv), ref(lp), 1, 1, float(scale),
+            ref(lo), B * Hk)
+    else:
+        # sequences whose keys start later (left padding): one call per
+        # sequence, its k and v read from its first key row on
+        es = q.element_size()
+        prs = [pos[b].repeat(g) if per_seq else _repeated(pos, g) for b in range(B)]
+        for b in range(B):
+            s0 = starts[b]
+            qo, ko = b * Hk * rows * D * es, (b * Hk * L + s0) * D * es
+            lq = LkTensor(qc.data_ptr() + qo, code, rows, D, D, rows * D)
+            lk = LkTensor(kc.data_ptr() + ko, code, L - s0, D, D, L * D)
+            lv = LkTensor(vc.data_ptr() + ko, code, L - s0, D, D, L * D)
+            lo = LkTensor(out.data_ptr() + qo, code, rows, D, D, rows * D)
+            lp = LkTensor(prs[b].data_ptr(), _I32, rows, 1, 1, 0)
+            run(lib.lk_attention, qh, ref(lq), ref(lk), ref(lv), ref(lp), 1, 1, float(scale),
+                ref(lo), Hk)
     return out[0] if squeeze else out

@@ -8,7 +8,9 @@ promotion is the same (it does not depend on the device).
 Argument checks refuse the forms that are not exact: add/sub with an
 alpha other than +-1 (a fused a + alpha * b), float arange with fractional
 bounds (accumulated in double on CPUs, in float on GPUs), float cumsum,
-floor/trunc division of floats, index_put with accumulate on floats.
+floor/trunc division of floats, index_put with accumulate on floats, and
+index_put, index_copy and scatter whose indices repeat (which write wins
+is up to the device; checked with one host read on a GPU).
 tests/test_torch_exact.py's CPU-vs-CUDA check runs each of them on both
 devices and compares the bits."""
 
@@ -41,10 +43,11 @@ allow("aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty
 allow("aten::cat", "aten::stack", "aten::where", "aten::masked_fill", "aten::masked_fill_",
       "aten::index", "aten::index_select", "aten::gather", "aten::take",
       "aten::slice_scatter", "aten::select_scatter", "aten::diagonal_scatter",
-      "aten::index_fill", "aten::index_fill_", "aten::index_copy", "aten::index_copy_",
+      "aten::index_fill", "aten::index_fill_",
       "aten::masked_select", "aten::triu", "aten::triu_", "aten::tril", "aten::tril_",
-      "aten::flip", "aten::roll", "aten::repeat", "aten::constant_pad_nd",
-      "aten::scatter", "aten::scatter_", "aten::masked_scatter", "aten::masked_scatter_")
+      "aten::flip", "aten::roll", "aten::repeat", "aten::repeat_interleave",
+      "aten::constant_pad_nd",
+      "aten::masked_scatter", "aten::masked_scatter_")
 
 # comparisons, logic, classification, integer-valued rounding
 allow("aten::eq", "aten::ne", "aten::lt", "aten::le", "aten::gt", "aten::ge",
@@ -98,28 +101,73 @@ def _arange(args, kwargs):
 allow("aten::arange", check=_arange)
 
 
-def _integers_only(name):
+def _integers_only(name, why):
     def check(args, kwargs):
         for a in list(args) + list(kwargs.values()):
             if isinstance(a, torch.Tensor) and a.is_floating_point():
-                return f"{name} of floats"
+                return f"{name} of floats ({why})"
             if isinstance(a, float):
-                return f"{name} with a float operand"
+                return f"{name} with a float operand ({why})"
         return None
     return check
 
 
-for _op in ("cumsum", "cumsum_", "remainder", "remainder_", "fmod", "fmod_", "floor_divide",
-            "floor_divide_", "clamp", "clamp_", "clamp_min", "clamp_min_", "clamp_max",
-            "clamp_max_", "maximum", "minimum", "max", "min", "prod", "repeat_interleave"):
-    allow(f"aten::{_op}", check=_integers_only(_op))
+_WHY = {"cumsum": "the order of the sums", "remainder": "not correctly rounded",
+        "fmod": "not correctly rounded", "floor_divide": "not correctly rounded",
+        "prod": "the order of the products"}
+for _op in ("cumsum", "remainder", "fmod", "floor_divide", "prod"):
+    allow(f"aten::{_op}", f"aten::{_op}_", check=_integers_only(_op, _WHY[_op]))
+for _op in ("clamp", "clamp_min", "clamp_max", "maximum", "minimum", "max", "min"):
+    allow(f"aten::{_op}", f"aten::{_op}_", check=_integers_only(
+        _op, "the zero of max(-0, +0) and the index of a tie differ between devices"))
+
+
+def _duplicates(index, dim=None):
+    """Whether an integer index tensor repeats a value (along dim: within
+    one slice): which of the writes wins is then up to the device.  One
+    host read on a GPU."""
+    if index.numel() < 2:
+        return False
+    if dim is None:
+        v = index.reshape(-1).sort().values
+        return bool((v[1:] == v[:-1]).any())
+    v = index.sort(dim).values
+    n = v.shape[dim]
+    return n > 1 and bool((v.narrow(dim, 1, n - 1) == v.narrow(dim, 0, n - 1)).any())
+
+
+_DUP = "an index repeats: which write wins differs between devices"
 
 
 def _index_put(args, kwargs):
     acc = kwargs.get("accumulate", args[3] if len(args) > 3 else False)
     if acc and args[0].is_floating_point():
         return "index_put with accumulate=True on floats (the order of the sums)"
-    return None
+    if acc:
+        return None
+    idx = [t for t in args[1] if t is not None]
+    ints = [t for t in idx if t.dtype != torch.bool]
+    if not ints:
+        return None                      # boolean masks name each element once
+    if len(idx) > 1:
+        return "index_put with several index tensors (their uniqueness is not checked)"
+    return _DUP if _duplicates(ints[0]) else None
 
 
 allow("aten::index_put", "aten::index_put_", "aten::_index_put_impl_", check=_index_put)
+
+
+def _index_copy(args, kwargs):
+    return _DUP if _duplicates(args[2]) else None
+
+
+allow("aten::index_copy", "aten::index_copy_", check=_index_copy)
+
+
+def _scatter(args, kwargs):
+    if "reduce" in kwargs or len(args) > 4:
+        return "scatter with a reduction (the order of the updates)"
+    return _DUP if _duplicates(args[2], args[1]) else None
+
+
+allow("aten::scatter", "aten::scatter_", check=_scatter)

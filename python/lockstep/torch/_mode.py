@@ -1,6 +1,6 @@
 """exact(): the modes that route every aten op inside the block.
 
-Two PyTorch modes work together:
+Two mechanisms work together:
 - a TorchDispatchMode sees every aten op after autograd and after
   composite ops are decomposed (linear -> mm/addmm, matmul -> mm/bmm,
   layer_norm -> native_layer_norm).  Each op is looked up in the op table
@@ -8,27 +8,34 @@ Two PyTorch modes work together:
   op PyTorch's kernel (correctly rounded or exact, so the same bits on
   every device), anything else raises NotCoveredError (warn mode: counted,
   then PyTorch's kernel runs);
-- a TorchFunctionMode catches the few functions whose aten form differs
-  per device (scaled_dot_product_attention becomes a different
-  backend op on CPU and on CUDA; rms_norm a fused op on some builds) and
-  runs them as one Lockstep call.
+- the few torch.nn.functional functions whose aten form differs per
+  device (scaled_dot_product_attention becomes a different backend op on
+  CPU and on CUDA; rms_norm a fused op on some builds) are wrapped while
+  any exact mode is active: inside exact mode the wrapper runs them as one
+  Lockstep call, elsewhere it calls the original.  (A TorchFunctionMode
+  would catch them too, but it costs a Python call on every torch function
+  and attribute read.)  Code that bound the function before entering the
+  mode reaches the backend op, which is not covered, and raises.  linear
+  is wrapped the same way for speed (one GEMM call, not four aten ops).
 
-Modes are per thread: other threads are not affected, and nothing is
-registered with PyTorch process-wide."""
+The dispatch mode is per thread: other threads are not affected."""
 
 import collections
+import functools
 import threading
 import warnings
 
 import torch
-from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from .._device import device as _find_device
 from ._registry import NotCoveredError, lookup
 
-# torch function -> implementation, for the function-level entries
+# (module, name) -> implementation, for the function-level entries
 FUNCTIONS = {}
+_originals = {}      # (module, name) -> the function the wrapper replaced
+_wrap_lock = threading.Lock()
+_active = [0]        # exact modes active in the process
 
 _local = threading.local()
 
@@ -37,19 +44,89 @@ TIERS = {None: 0, "sm80": 1 << 1, "sm90": 1 << 2}
 
 def current():
     """The innermost active ExactMode of this thread (None outside)."""
-    stack = getattr(_local, "stack", None)
-    return stack[-1] if stack else None
+    return getattr(_local, "top", None)
 
 
-def function(*fns):
-    """Decorator: run these torch functions (torch.nn.functional.*) as the
-    decorated implementation in exact mode (which may return NotImplemented
-    to let the call go on to its aten ops)."""
+def function(module, name, light=False):
+    """Decorator: in exact mode, module.name (a torch.nn.functional
+    function) runs as the decorated implementation, which may return
+    NotImplemented to let the call go on to its aten ops.  The
+    implementation's own PyTorch ops run outside the dispatch mode; a
+    light one runs inside it (saving the mode's pop and push) and must
+    keep its own ops out of it."""
     def deco(impl):
-        for f in fns:
-            FUNCTIONS[f] = impl
+        if hasattr(module, name):
+            FUNCTIONS[(module, name)] = (impl, light)
         return impl
     return deco
+
+
+def _wrapper(orig, impl, light):
+    @functools.wraps(orig)
+    def run(*args, **kwargs):
+        m = getattr(_local, "top", None)
+        if m is not None:
+            try:
+                if light:
+                    r = impl(*args, **kwargs)
+                else:
+                    # the implementation's own PyTorch ops (views, copies,
+                    # index arithmetic) run directly, as inside the handler
+                    with _disable_current_modes():
+                        r = impl(*args, **kwargs)
+                if r is not NotImplemented:
+                    return r
+            except NotCoveredError as e:
+                if m.on_uncovered == "raise":
+                    raise
+                m._count(e.op, e)
+        return orig(*args, **kwargs)
+    run._lockstep_original = orig
+    return run
+
+
+def _wrap_functions(enter):
+    with _wrap_lock:
+        _active[0] += 1 if enter else -1
+        if enter and _active[0] == 1:
+            for (mod, name), (impl, light) in FUNCTIONS.items():
+                orig = getattr(mod, name)
+                _originals[(mod, name)] = orig
+                setattr(mod, name, _wrapper(orig, impl, light))
+        elif not enter and _active[0] == 0:
+            for (mod, name), orig in _originals.items():
+                setattr(mod, name, orig)
+            _originals.clear()
+
+
+# How __torch_dispatch__ treats an op (the first item of a _handlers entry)
+_PASS, _CHECKED, _COVERED, _REFUSED = 0, 1, 2, 3
+_NOT_COVERED = ("not covered by Lockstep's exact mode (its bits may differ between "
+                "devices)")
+
+# id(OpOverload) -> (OpOverload, how, handler, callable), filled on first
+# use.  Keyed by id: an OpOverload's own __hash__ is a Python method (a
+# microsecond on every op); the entry keeps the object alive, so its id is
+# not reused, and the identity is checked on every hit all the same.
+_handlers = {}
+
+
+def _entry(func):
+    kind, h = lookup(func)
+    # func._op is the C++ callable OpOverload.__call__ ends in; calling it
+    # directly saves a Python frame for every allowed op.  An op with a
+    # Python dispatcher of its own goes through __call__.
+    call = func
+    if getattr(func, "_pyobj_dispatcher", None) is None:
+        call = getattr(func, "_op", func)
+    if kind == "covered":
+        e = (func, _COVERED, h, call)
+    elif kind == "allowed":
+        e = (func, _PASS if h is None else _CHECKED, h, call)
+    else:
+        e = (func, _REFUSED, None, call)
+    _handlers[id(func)] = e
+    return e
 
 
 class _Dispatch(TorchDispatchMode):
@@ -57,42 +134,34 @@ class _Dispatch(TorchDispatchMode):
         super().__init__()
         self.owner = owner
 
+    @classmethod
+    def _should_skip_dynamo(cls):
+        # exact mode runs eagerly: no torch._disable_dynamo wrapper around
+        # __torch_dispatch__ (it costs microseconds on every aten op)
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        kind, h = lookup(func)
-        if kind == "covered":
+        # the hot path of every aten op: one dict hit, no allocation
+        e = _handlers.get(id(func))
+        if e is None or e[0] is not func:
+            e = _entry(func)
+        how = e[1]
+        if how == _PASS:
+            return e[3](*args, **kwargs) if kwargs else e[3](*args)
+        if kwargs is None:
+            kwargs = {}
+        if how == _COVERED:
             try:
-                return h(*args, **kwargs)
-            except NotCoveredError as e:
-                return self.owner._uncovered(func, e, args, kwargs)
-        if kind == "allowed":
-            why = None if h is None else h(args, kwargs)
+                return e[2](*args, **kwargs)
+            except NotCoveredError as err:
+                return self.owner._uncovered(func, err, args, kwargs)
+        if how == _CHECKED:
+            why = e[2](args, kwargs)
             if why is None:
-                return func(*args, **kwargs)
+                return e[3](*args, **kwargs)
             return self.owner._uncovered(func, NotCoveredError(str(func), why), args, kwargs)
-        return self.owner._uncovered(
-            func, NotCoveredError(str(func), "not covered by Lockstep's exact mode (its "
-                                  "bits may differ between devices)"), args, kwargs)
-
-
-class _Functions(TorchFunctionMode):
-    def __init__(self, owner):
-        super().__init__()
-        self.owner = owner
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        impl = FUNCTIONS.get(func)
-        if impl is not None:
-            try:
-                r = impl(*args, **kwargs)
-                if r is not NotImplemented:
-                    return r
-            except NotCoveredError as e:
-                if self.owner.on_uncovered == "raise":
-                    raise
-                self.owner._count(e.op, e)
-        return func(*args, **kwargs)
+        return self.owner._uncovered(func, NotCoveredError(str(func), _NOT_COVERED), args,
+                                     kwargs)
 
 
 class ExactMode:
@@ -151,23 +220,28 @@ class ExactMode:
         stack = getattr(_local, "stack", None)
         if stack is None:
             stack = _local.stack = []
-        fm, dm = _Functions(self), _Dispatch(self)
-        fm.__enter__()
+        dm = _Dispatch(self)
+        _wrap_functions(True)
         try:
             dm.__enter__()
         except BaseException:
-            fm.__exit__(None, None, None)
+            _wrap_functions(False)
             raise
-        self._modes = (fm, dm)
+        self._modes = dm
+        # this thread's queue of the host device, for every CPU op
+        self.host_qh = self.host_device.queue._handle
         stack.append(self)
+        _local.top = self
         return self
 
     def __exit__(self, *exc):
-        fm, dm = self._modes
+        dm = self._modes
         self._modes = None
-        _local.stack.pop()
+        stack = _local.stack
+        stack.pop()
+        _local.top = stack[-1] if stack else None
         dm.__exit__(*exc)
-        fm.__exit__(*exc)
+        _wrap_functions(False)
         if self.on_uncovered == "warn" and self.uncovered:
             warnings.warn("lockstep.torch.exact: these ops ran PyTorch's kernels, "
                           "their bits may differ between devices:\n" + self.report(),

@@ -6,12 +6,14 @@ layout: an error names the argument and nothing is written), allocates
 its result with torch.empty on the inputs' device and has Lockstep write
 it in place."""
 
+import ctypes
+
 import torch
 import torch.nn.functional as F
 
-from ..errors import BadDtypeError, BadLeadingDimError, BadShapeError
+from ..errors import check, BadDtypeError, BadLeadingDimError, BadShapeError, WrongDeviceError
 from ._call import (FLOATS, LK_DTYPE, LkTensor, empty, float_arg, lib, lk_tensor,
-                    ptr_or_none, queue_for, ref, run, same_device, same_shape)
+                    ptr_or_none, queue, ref, run, same_device, same_shape)
 from .._tensor import _lk
 from ._mode import current, function
 from ._registry import NotCoveredError, register
@@ -21,7 +23,7 @@ HALF = (torch.bfloat16, torch.float16)
 
 
 def _queue(dev):
-    return queue_for(dev, current().host_device)
+    return queue(dev)
 
 
 def _out(op, out, shape, dtype, dev):
@@ -37,7 +39,6 @@ def _out(op, out, shape, dtype, dev):
 
 
 def _wrong_device(op, name, where, dev):
-    from ..errors import WrongDeviceError
     return WrongDeviceError(7, f"{op}: {name} is on {where}, the inputs on {dev}")
 
 
@@ -56,6 +57,15 @@ def _operand(t, op, name):
     weight.t(): transposed storage)."""
     mode = "batched" if t.dim() == 3 else "rows"
     code = LK_DTYPE[t.dtype]
+    if mode == "rows":
+        # the common layouts: rows contiguous, or a transposed contiguous
+        # matrix (weight.t())
+        r, c = t.shape
+        s0, s1 = t.stride()
+        if (s1 == 1 or c == 1) and (s0 == c or r == 1):
+            return LkTensor(t.data_ptr(), code, r, c, c or 1, 0), 0
+        if (s0 == 1 or r == 1) and (s1 == r or c == 1) and r > 0:
+            return LkTensor(t.data_ptr(), code, c, r, r, 0), 1
     shape, st = tuple(t.shape), tuple(t.stride())
     try:
         return _lk(t.data_ptr(), code, shape, st, mode, f"{op}: {name}")[0], 0
@@ -69,9 +79,44 @@ def _operand(t, op, name):
         raise first from None
 
 
+def _gemm2d(op, a, b, bias, names):
+    """The common case, checked and run with as little Python as it
+    takes: 2-D operands of one float dtype on one device, a new result,
+    no bias or a 1-D one.  None when the general path must decide."""
+    dt = a.dtype
+    dev = a.device
+    if (dt not in FLOATS or b.dtype is not dt or a.dim() != 2 or b.dim() != 2
+            or b.device != dev):
+        return None
+    m, k = a.shape
+    k2, n = b.shape
+    if k2 != k:
+        return None
+    lbias = None
+    if bias is not None:
+        if (bias.dtype not in FLOATS or bias.dim() != 1 or bias.shape[0] != n
+                or bias.device != dev or (n > 1 and bias.stride(0) != 1)):
+            return None
+        lbias = ctypes.byref(LkTensor(bias.data_ptr(), LK_DTYPE[bias.dtype], 1, n, n or 1, 0))
+    la, ta = _operand(a, op, names[0])
+    lb, tb = _operand(b, op, names[1])
+    res = torch.empty((m, n), dtype=dt, device=dev)
+    lc = LkTensor(res.data_ptr(), LK_DTYPE[dt], m, n, n or 1, 0)
+    st = lib.lk_gemm(queue(dev), ta, tb, ctypes.byref(la), ctypes.byref(lb), lbias,
+                     ctypes.byref(lc), 1, current().tc_flag if dt in HALF else 0)
+    if st:
+        check(st)
+    return res
+
+
 def gemm(op, a, b, bias=None, out=None, accumulate_from=None, names=("mat1", "mat2")):
     """a @ b (+ bias) for 2-D or 3-D a and b (bias: N or 1 x N;
     accumulate_from: an M x N tensor added through LK_GEMM_ACCUMULATE)."""
+    if out is None and accumulate_from is None and isinstance(a, torch.Tensor) and \
+            isinstance(b, torch.Tensor):
+        r = _gemm2d(op, a, b, bias, names)
+        if r is not None:
+            return r
     float_arg(a, op, names[0])
     float_arg(b, op, names[1])
     if bias is not None:
@@ -141,6 +186,53 @@ def linear(input, weight, bias=None):
     x = input.reshape(-1, input.shape[-1]) if input.dim() != 2 else input
     y = gemm("aten.linear", x, weight.t(), bias=bias, names=("input", "weight"))
     return y.view(*input.shape[:-1], weight.shape[0])
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+@function(F, "linear", light=True)
+def linear_function(input, weight, bias=None):
+    """F.linear as one Lockstep GEMM: aten would see t, view, mm (or
+    addmm) and _unsafe_view, four trips through the dispatch mode.  Runs
+    with the mode active (light): it dispatches no aten op itself but the
+    result's allocation, made with Python dispatch off.  Anything but
+    plain contiguous inference tensors goes on to the aten ops."""
+    if (input.__class__ not in _PLAIN or weight.__class__ not in _PLAIN
+            or (bias is not None and bias.__class__ not in _PLAIN)
+            or _needs_grad(input, weight, bias)):
+        return NotImplemented
+    dt = input.dtype
+    dev = input.device
+    if (dt not in FLOATS or weight.dtype is not dt or weight.dim() != 2 or input.dim() == 0
+            or weight.device != dev or not input.is_contiguous()
+            or not weight.is_contiguous()):
+        return NotImplemented
+    n, k = weight.shape
+    shape = input.shape
+    if shape[-1] != k or k == 0 or n == 0:
+        return NotImplemented
+    m = input.numel() // k
+    if m == 0:
+        return NotImplemented
+    lbias = None
+    if bias is not None:
+        if (bias.dtype not in FLOATS or bias.dim() != 1 or bias.shape[0] != n
+                or bias.device != dev or (n > 1 and bias.stride(0) != 1)):
+            return NotImplemented
+        lbias = ctypes.byref(LkTensor(bias.data_ptr(), LK_DTYPE[bias.dtype], 1, n, n, 0))
+    code = LK_DTYPE[dt]
+    qh = queue(dev)
+    with _NO_PYTHON_DISPATCH():
+        res = torch.empty((*shape[:-1], n), dtype=dt, device=dev)
+    la = LkTensor(input.data_ptr(), code, m, k, k, 0)
+    lb = LkTensor(weight.data_ptr(), code, n, k, k, 0)   # weight.T: transposed storage
+    lc = LkTensor(res.data_ptr(), code, m, n, n, 0)
+    st = lib.lk_gemm(qh, 0, 1, ctypes.byref(la), ctypes.byref(lb), lbias, ctypes.byref(lc),
+                     1, current().tc_flag if dt in HALF else 0)
+    if st:
+        check(st)
+    return res
 
 
 # ----------------------------------------------------- row reductions
@@ -333,12 +425,15 @@ def rms_norm(op, input, normalized_shape, weight, eps):
     return res
 
 
+_NO_PYTHON_DISPATCH = torch._C._DisableTorchDispatch
+
+
 def _needs_grad(*ts):
     return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
                                            for t in ts)
 
 
-@function(F.rms_norm)
+@function(F, "rms_norm")
 def rms_norm_function(input, normalized_shape, weight=None, eps=None):
     if _needs_grad(input, weight):
         # autograd needs the aten form: it decomposes into covered and
@@ -359,7 +454,7 @@ def fused_rms_norm(input, normalized_shape, weight, eps):
 
 # --------------------------------------------------------- element-wise
 
-_UNARY = {"relu": 2, "sigmoid": 4, "silu": 5, "exp": 8, "log": 9, "tanh": 10}
+_UNARY = {"relu": 2, "sigmoid": 4, "silu": 5, "exp": 8, "log": 9, "tanh": 10, "erf": 11}
 
 
 def unary(op, code, self, out=None):

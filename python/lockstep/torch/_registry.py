@@ -62,6 +62,7 @@ def register(*ops):
             r = _resolve(op)
             if r is not None:
                 COVERED[r] = fn
+        _changed()
         return fn
     return deco
 
@@ -74,6 +75,13 @@ def allow(*ops, check=None):
         r = _resolve(op)
         if r is not None:
             ALLOWED[r] = check
+    _changed()
+
+
+def _changed():
+    # the dispatch mode caches lookups per OpOverload
+    from . import _mode
+    _mode._handlers.clear()
 
 
 def lookup(func):
