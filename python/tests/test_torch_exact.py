@@ -305,6 +305,11 @@ def test_bad_input_names_argument_and_writes_nothing(gen):
             torch.mm(a, b.bfloat16(), out=out)
         with pytest.raises(lockstep.WrongDeviceError, match="mat2"):
             torch.mm(a, torch.empty(6, 3, device="meta"), out=out)
+        # the first operand elsewhere: refused before any pointer reaches C
+        with pytest.raises(lockstep.WrongDeviceError, match="mat2 is on cpu, self on meta"):
+            torch.mm(torch.empty(4, 6, device="meta"), b)
+        with pytest.raises(lockstep.WrongDeviceError, match="self is on meta"):
+            torch.addmm(torch.empty(3, device="meta"), a, b)
         with pytest.raises(lockstep.BadLeadingDimError, match="self"):
             torch.softmax(x12[:, ::2], -1)
         with pytest.raises(lockstep.BadLeadingDimError, match="aten.mm: self"):

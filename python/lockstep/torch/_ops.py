@@ -121,8 +121,12 @@ def gemm(op, a, b, bias=None, out=None, accumulate_from=None, names=("mat1", "ma
     float_arg(b, op, names[1])
     if bias is not None:
         float_arg(bias, op, "self")
-    dev = same_device(op, **{names[0]: a, names[1]: b, "self": bias, "out": out,
-                             "bias": accumulate_from})
+    # one entry per argument: mm's operand is called self, as is addmm's
+    # bias, and a dict literal would keep only the last of the two
+    extra = {"out": out}
+    if bias is not None or accumulate_from is not None:
+        extra["self"] = bias if bias is not None else accumulate_from
+    dev = same_device(op, **{names[0]: a, names[1]: b}, **extra)
     if a.dim() != b.dim() or a.dim() not in (2, 3):
         raise NotCoveredError(op, f"{names[0]} {a.dim()}-D and {names[1]} {b.dim()}-D "
                               "(2-D or 3-D pairs are covered)")
