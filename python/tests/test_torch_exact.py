@@ -230,17 +230,37 @@ def test_compositions(gen):
         c, s = torch.cos(x * 40), torch.sin(x * 40)
         d = x / 7.0
         rb = torch.rsqrt(p.bfloat16())
-    same(r, torch.reciprocal(torch.sqrt(p)))
+    # PyTorch's own f32 sqrt is not a reference: not correctly rounded on
+    # every CPU nor on CUDA; double sqrt and division are
+    sqrt32 = p.double().sqrt().float()
+    same(r, sqrt32.double().reciprocal().float())
     same(sq, x * x)
     same(cu, x * x * x)
     same(d, x / torch.tensor(7.0))
-    same(rb, torch.reciprocal(torch.sqrt(p.bfloat16().float())).bfloat16())
+    pb = p.bfloat16().double()
+    same(rb, pb.sqrt().float().double().reciprocal().float().bfloat16())
     ang = (x * 40).double()
     # within one f32 ulp of the double-precision value
     for got, ref in ((c, torch.cos(ang)), (s, torch.sin(ang))):
         err = (got.double() - ref).abs()
         ulp = torch.finfo(torch.float32).eps * ref.abs().clamp(min=2 ** -20)
         assert bool((err <= ulp).all()), float((err / ulp).max())
+
+
+def test_sqrt_correctly_rounded(gen):
+    # sqrt and reciprocal of f32: the correctly rounded result (double,
+    # then one rounding to f32), whatever PyTorch's f32 kernel gives
+    x = (torch.randn(4096, generator=gen) * torch.exp2(
+        torch.randint(-60, 60, (4096,), generator=gen))).abs()
+    x[:4] = torch.tensor([0.0, 1e-40, math.inf, 3.4e38])
+    with lt.exact():
+        r, q, rs = torch.sqrt(x), torch.reciprocal(x), torch.rsqrt(x)
+        h, p = torch.sqrt(x.bfloat16()), x.pow(-0.5)
+    same(r, x.double().sqrt().float())
+    same(q, x.double().reciprocal().float())
+    same(rs, x.double().sqrt().float().double().reciprocal().float())
+    same(p, rs)
+    same(h, x.bfloat16().double().sqrt().float().bfloat16())
 
 
 # ------------------------------------------------------- the raise rule

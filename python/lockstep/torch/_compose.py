@@ -5,8 +5,13 @@ rounded (or exact) on every device, so the composition gives the same
 bits everywhere; it is not PyTorch's own result for the op (which may
 differ per device) but a documented function of the input:
 
-- rsqrt(x) = 1 / sqrt(x): sqrt then reciprocal, each rounded once (in f32
-  for bf16/f16 inputs, then one rounding to the input's dtype);
+- sqrt(x) and reciprocal(x) of f32 (and of bf16/f16, widened to f32):
+  computed in double and rounded to f32, which is the correctly rounded
+  f32 result (53 >= 2 * 24 + 2 bits: the double rounding is innocuous),
+  then rounded once to the input's dtype.  PyTorch's own f32 sqrt kernel
+  is not correctly rounded on CUDA (1 ulp off for some inputs); double
+  sqrt and division are, on both devices;
+- rsqrt(x) = 1 / sqrt(x): sqrt then reciprocal, each as above;
 - pow(x, n) for n in {2, 3, -1, -2, 0.5, -0.5, 1, 0}: x*x, (x*x)*x,
   1/x, 1/(x*x), sqrt(x), 1/sqrt(x), x, 1 (f32 steps for bf16/f16);
 - cos(x), sin(x): in double: k = round(x * 2/pi), r = (x - k*P1) - k*P2
@@ -43,8 +48,55 @@ def _check_float(op, x):
     return True
 
 
+def _sqrt32(xf):
+    """The correctly rounded sqrt of an f32 (or f64) tensor."""
+    if xf.dtype == torch.float64:
+        return torch.sqrt(xf)
+    return torch.sqrt(xf.double()).float()
+
+
+def _recip32(xf):
+    """The correctly rounded 1 / x of an f32 (or f64) tensor."""
+    if xf.dtype == torch.float64:
+        return torch.reciprocal(xf)
+    return torch.reciprocal(xf.double()).float()
+
+
 def rsqrt(x):
-    return _back(torch.reciprocal(torch.sqrt(_f32(x))), x.dtype)
+    return _back(_recip32(_sqrt32(_f32(x))), x.dtype)
+
+
+def _float_input(op, self):
+    """self as a float tensor: integers become the default float dtype,
+    as PyTorch's own sqrt and reciprocal do."""
+    if not isinstance(self, torch.Tensor):
+        raise NotCoveredError(op, f"self: {type(self).__name__}")
+    if not self.is_floating_point():
+        return self.to(torch.get_default_dtype())
+    _check_float(op, self)
+    return self
+
+
+@register("aten::sqrt.default")
+def sqrt_op(self):
+    x = _float_input("aten.sqrt", self)
+    return _back(_sqrt32(_f32(x)), x.dtype)
+
+
+@register("aten::sqrt_.default")
+def sqrt_op_(self):
+    return self.copy_(sqrt_op(self))
+
+
+@register("aten::reciprocal.default")
+def reciprocal_op(self):
+    x = _float_input("aten.reciprocal", self)
+    return _back(_recip32(_f32(x)), x.dtype)
+
+
+@register("aten::reciprocal_.default")
+def reciprocal_op_(self):
+    return self.copy_(reciprocal_op(self))
 
 
 @register("aten::rsqrt.default")
@@ -66,13 +118,13 @@ def pow_scalar(x, e):
     elif e == 3:
         y = xf * xf * xf
     elif e == -1:
-        y = torch.reciprocal(xf)
+        y = _recip32(xf)
     elif e == -2:
-        y = torch.reciprocal(xf * xf)
+        y = _recip32(xf * xf)
     elif e == 0.5:
-        y = torch.sqrt(xf)
+        y = _sqrt32(xf)
     elif e == -0.5:
-        y = torch.reciprocal(torch.sqrt(xf))
+        y = _recip32(_sqrt32(xf))
     elif e == 1:
         y = xf.clone()
     elif e == 0:
@@ -208,3 +260,4 @@ def div_mode(self, other, *, rounding_mode=None):
     if any(x.is_floating_point() for x in t) or isinstance(other, float):
         raise NotCoveredError("aten.div", f"rounding_mode={rounding_mode!r} on floats")
     return aten.div.Tensor_mode(self, other, rounding_mode=rounding_mode)
+

@@ -1,6 +1,6 @@
 """The aten ops exact mode lets PyTorch run: their results are exact
 (views, copies, selections, integer arithmetic) or correctly rounded IEEE
-operations (add, sub, mul, div of two tensors, sqrt, casts), which give
+operations (add, sub, mul, div of two tensors, casts), which give
 the same bits on every device as long as each runs as its own kernel
 (no fused multiply-add across ops: exact mode runs eagerly) and type
 promotion is the same (it does not depend on the device).
@@ -71,8 +71,9 @@ def _alpha_one(args, kwargs):
 
 # correctly rounded arithmetic
 allow("aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::rsub", check=_alpha_one)
-allow("aten::mul", "aten::mul_", "aten::sqrt", "aten::sqrt_", "aten::reciprocal",
-      "aten::reciprocal_")
+allow("aten::mul", "aten::mul_")
+# sqrt and reciprocal: _compose (PyTorch's CUDA f32 sqrt is not correctly
+# rounded)
 
 
 def _round(args, kwargs):
