@@ -263,6 +263,36 @@ def test_sqrt_correctly_rounded(gen):
     same(h, x.bfloat16().double().sqrt().float().bfloat16())
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_arithmetic_with_scalars(gen, dtype):
+    # a bf16/f16 result from a number, a 0-dim tensor or another dtype:
+    # both operands in f32 (a number rounded to f32), one f32 operation,
+    # one rounding
+    x, y = rand(gen, 4096, dtype=dtype), rand(gen, 4096)
+    f = x.float()
+    s = float(np.float32(1e-6))
+    with lt.exact():
+        got = {"add": x + 1e-6, "sub": x - 0.3, "rsub": 1.0 - x, "mul": x * 0.7,
+               "div": x / 3.0, "add_0dim": x + torch.tensor(0.3),
+               "div_0dim": x / torch.tensor(0.3), "mul_f64_0dim": x * torch.tensor(0.3).double(),
+               "iadd": x.clone().add_(1e-6), "imul_f32": x.clone().mul_(y),
+               "add_f32": x + y, "same_dtype": x + x.flip(0)}
+    want = {"add": f + s, "sub": f - float(np.float32(0.3)), "rsub": float(np.float32(1.0)) - f,
+            "mul": f * float(np.float32(0.7)), "div": f / float(np.float32(3.0)),
+            "add_0dim": f + torch.tensor(0.3), "div_0dim": f / torch.tensor(0.3),
+            "mul_f64_0dim": f * torch.tensor(0.3), "iadd": f + s, "imul_f32": f * y,
+            "add_f32": f + y, "same_dtype": f + f.flip(0)}
+    for k, w in want.items():
+        w = w if k == "add_f32" else w.to(dtype)
+        assert got[k].dtype == w.dtype, k
+        try:
+            same(got[k], w)
+        except AssertionError as e:
+            raise AssertionError(f"{k}: {e}") from None
+    with lt.exact(), pytest.raises(lt.NotCoveredError, match="alpha"):
+        torch.add(x, 1.0, alpha=2)
+
+
 # ------------------------------------------------------- the raise rule
 
 def test_uncovered_ops_raise(gen):

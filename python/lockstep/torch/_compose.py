@@ -20,10 +20,19 @@ differ per device) but a documented function of the input:
   rounded to f32 (and to bf16/f16 from there); NaN results canonical;
 - x / s for a scalar s: true division x / (float)s in f32 (PyTorch's CUDA
   kernel multiplies by the reciprocal of a CPU scalar instead, one ulp
-  off at times), rounded once to the result dtype."""
+  off at times), rounded once to the result dtype;
+- add, sub, rsub, mul and div with a bf16/f16 result whose operands are
+  not two tensors of that one dtype (a Python number, a 0-dim tensor of
+  another dtype, a tensor of another dtype): each operand widened to f32
+  (a number rounded to the nearest f32), one f32 operation, one rounding
+  to the result dtype.  PyTorch's CUDA kernels compute so; its CPU
+  kernels differ in the last bit at times.  Two tensors of one dtype go
+  to PyTorch's kernel (f32 holds the exact result's correct rounding to
+  bf16/f16: 24 >= 2 * 11 + 2 bits)."""
 
 import math
 
+import numpy as np
 import torch
 
 from ._registry import NotCoveredError, register
@@ -229,6 +238,9 @@ def _scalar(other, device):
 def div(self, other):
     s = _scalar(other, self.device) if isinstance(self, torch.Tensor) else None
     if s is None:
+        if isinstance(other, torch.Tensor) and _mixed_half(self, other):
+            rt = torch.result_type(self, other)
+            return _back(self.to(torch.float32) / other.to(torch.float32), rt)
         return aten.div.Tensor(self, other)
     rt = torch.result_type(self, other)
     if not rt.is_floating_point:
@@ -261,3 +273,98 @@ def div_mode(self, other, *, rounding_mode=None):
         raise NotCoveredError("aten.div", f"rounding_mode={rounding_mode!r} on floats")
     return aten.div.Tensor_mode(self, other, rounding_mode=rounding_mode)
 
+
+# ------------------------------------- bf16/f16 arithmetic with a scalar
+
+def _f32_scalar(v):
+    """A Python number rounded to the nearest f32 (Inf beyond its range)."""
+    if isinstance(v, complex):
+        return None
+    with np.errstate(over="ignore"):
+        return float(np.float32(float(v)))
+
+
+def _widen(v, device):
+    """An operand of the f32 path: a tensor converted to f32 (exact for
+    bf16/f16, rounded once for f64 and integers), a number rounded to f32."""
+    if isinstance(v, torch.Tensor):
+        return v if v.dtype == torch.float32 else v.to(torch.float32)
+    return _f32_scalar(v)
+
+
+def _mixed_half(self, other):
+    """Whether self (op) other has a bf16/f16 operand next to a number, a
+    0-dim tensor or a tensor of another dtype, with a bf16/f16 result.
+    PyTorch's kernels differ there: CUDA widens both to f32 and rounds
+    once, the CPU does not always.  Exact mode takes CUDA's route on every
+    device, written out (see _arith)."""
+    if isinstance(self, torch.Tensor) and isinstance(other, torch.Tensor) and \
+            self.dtype is other.dtype:
+        return False
+    return torch.result_type(self, other) in HALF or (
+        isinstance(self, torch.Tensor) and self.dtype in HALF)
+
+
+def _arith(name, f32_op, self, other, alpha, rt):
+    """self (op) other computed in f32 (each operand widened to f32, a
+    number rounded to f32; one correctly rounded f32 operation) and
+    rounded once to rt."""
+    if alpha not in (1, -1):
+        raise NotCoveredError(f"aten.{name}", f"alpha={alpha} (a fused a + alpha * b; +-1 is "
+                              "exact)")
+    dev = self.device if isinstance(self, torch.Tensor) else other.device
+    a, b = _widen(self, dev), _widen(other, dev)
+    if a is None or b is None:
+        raise NotCoveredError(f"aten.{name}", "a complex operand")
+    return _back(f32_op(a, b, alpha), rt)
+
+
+_F32_OPS = {
+    "add": lambda a, b, al: torch.add(a, b, alpha=al),
+    "sub": lambda a, b, al: torch.sub(a, b, alpha=al),
+    "mul": lambda a, b, al: torch.mul(a, b),
+    "rsub": lambda a, b, al: torch.rsub(a, b, alpha=al),
+}
+
+
+def _arith_ops(name):
+    f32_op = _F32_OPS[name]
+    packet = getattr(aten, name)
+    inplace = getattr(aten, name + "_", None)
+    takes_alpha = name != "mul"
+
+    def functional(overload):
+        op = getattr(packet, overload)
+
+        def f(self, other, *args, **kwargs):
+            alpha = (args[0] if args else kwargs.get("alpha", 1)) if takes_alpha else 1
+            if not _mixed_half(self, other):
+                if alpha not in (1, -1):
+                    raise NotCoveredError(f"aten.{name}", f"alpha={alpha} (a fused a + alpha "
+                                          "* b; +-1 is exact)")
+                return op(self, other, *args, **kwargs)
+            return _arith(name, f32_op, self, other, alpha, torch.result_type(self, other))
+        return f
+
+    def in_place(overload):
+        op = getattr(inplace, overload)
+
+        def f_(self, other, *args, **kwargs):
+            alpha = (args[0] if args else kwargs.get("alpha", 1)) if takes_alpha else 1
+            if not _mixed_half(self, other):
+                if alpha not in (1, -1):
+                    raise NotCoveredError(f"aten.{name}_", f"alpha={alpha} (a fused a + alpha "
+                                          "* b; +-1 is exact)")
+                return op(self, other, *args, **kwargs)
+            return self.copy_(_arith(name, f32_op, self, other, alpha, self.dtype))
+        return f_
+
+    for ov in ("Tensor", "Scalar"):
+        if hasattr(packet, ov):
+            register(f"aten::{name}.{ov}")(functional(ov))
+        if inplace is not None and hasattr(inplace, ov):
+            register(f"aten::{name}_.{ov}")(in_place(ov))
+
+
+for _n in _F32_OPS:
+    _arith_ops(_n)
