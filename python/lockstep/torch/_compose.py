@@ -298,11 +298,15 @@ def _mixed_half(self, other):
     PyTorch's kernels differ there: CUDA widens both to f32 and rounds
     once, the CPU does not always.  Exact mode takes CUDA's route on every
     device, written out (see _arith)."""
-    if isinstance(self, torch.Tensor) and isinstance(other, torch.Tensor) and \
-            self.dtype is other.dtype:
+    # cheap tests first: this runs on every add, sub and mul
+    st, ot = isinstance(self, torch.Tensor), isinstance(other, torch.Tensor)
+    if st and ot and self.dtype is other.dtype:
         return False
-    return torch.result_type(self, other) in HALF or (
-        isinstance(self, torch.Tensor) and self.dtype in HALF)
+    if st and self.dtype in HALF:
+        return True
+    if not (ot and other.dtype in HALF):
+        return False
+    return torch.result_type(self, other) in HALF
 
 
 def _arith(name, f32_op, self, other, alpha, rt):
