@@ -5,8 +5,13 @@ rounded (or exact) on every device, so the composition gives the same
 bits everywhere; it is not PyTorch's own result for the op (which may
 differ per device) but a documented function of the input:
 
-- rsqrt(x) = 1 / sqrt(x): sqrt then reciprocal, each rounded once (in f32
-  for bf16/f16 inputs, then one rounding to the input's dtype);
+- sqrt(x) and reciprocal(x) of f32 (and of bf16/f16, widened to f32):
+  computed in double and rounded to f32, which is the correctly rounded
+  f32 result (53 >= 2 * 24 + 2 bits: the double rounding is innocuous),
+  then rounded once to the input's dtype.  PyTorch's own f32 sqrt kernel
+  is not correctly rounded on CUDA (1 ulp off for some inputs); double
+  sqrt and division are, on both devices;
+- rsqrt(x) = 1 / sqrt(x): sqrt then reciprocal, each as above;
 - pow(x, n) for n in {2, 3, -1, -2, 0.5, -0.5, 1, 0}: x*x, (x*x)*x,
   1/x, 1/(x*x), sqrt(x), 1/sqrt(x), x, 1 (f32 steps for bf16/f16);
 - cos(x), sin(x): in double: k = round(x * 2/pi), r = (x - k*P1) - k*P2
@@ -15,10 +20,19 @@ differ per device) but a documented function of the input:
   rounded to f32 (and to bf16/f16 from there); NaN results canonical;
 - x / s for a scalar s: true division x / (float)s in f32 (PyTorch's CUDA
   kernel multiplies by the reciprocal of a CPU scalar instead, one ulp
-  off at times), rounded once to the result dtype."""
+  off at times), rounded once to the result dtype;
+- add, sub, rsub, mul and div with a bf16/f16 result whose operands are
+  not two tensors of that one dtype (a Python number, a 0-dim tensor of
+  another dtype, a tensor of another dtype): each operand widened to f32
+  (a number rounded to the nearest f32), one f32 operation, one rounding
+  to the result dtype.  PyTorch's CUDA kernels compute so; its CPU
+  kernels differ in the last bit at times.  Two tensors of one dtype go
+  to PyTorch's kernel (f32 holds the exact result's correct rounding to
+  bf16/f16: 24 >= 2 * 11 + 2 bits)."""
 
 import math
 
+import numpy as np
 import torch
 
 from ._registry import NotCoveredError, register
@@ -43,8 +57,55 @@ def _check_float(op, x):
     return True
 
 
+def _sqrt32(xf):
+    """The correctly rounded sqrt of an f32 (or f64) tensor."""
+    if xf.dtype == torch.float64:
+        return torch.sqrt(xf)
+    return torch.sqrt(xf.double()).float()
+
+
+def _recip32(xf):
+    """The correctly rounded 1 / x of an f32 (or f64) tensor."""
+    if xf.dtype == torch.float64:
+        return torch.reciprocal(xf)
+    return torch.reciprocal(xf.double()).float()
+
+
 def rsqrt(x):
-    return _back(torch.reciprocal(torch.sqrt(_f32(x))), x.dtype)
+    return _back(_recip32(_sqrt32(_f32(x))), x.dtype)
+
+
+def _float_input(op, self):
+    """self as a float tensor: integers become the default float dtype,
+    as PyTorch's own sqrt and reciprocal do."""
+    if not isinstance(self, torch.Tensor):
+        raise NotCoveredError(op, f"self: {type(self).__name__}")
+    if not self.is_floating_point():
+        return self.to(torch.get_default_dtype())
+    _check_float(op, self)
+    return self
+
+
+@register("aten::sqrt.default")
+def sqrt_op(self):
+    x = _float_input("aten.sqrt", self)
+    return _back(_sqrt32(_f32(x)), x.dtype)
+
+
+@register("aten::sqrt_.default")
+def sqrt_op_(self):
+    return self.copy_(sqrt_op(self))
+
+
+@register("aten::reciprocal.default")
+def reciprocal_op(self):
+    x = _float_input("aten.reciprocal", self)
+    return _back(_recip32(_f32(x)), x.dtype)
+
+
+@register("aten::reciprocal_.default")
+def reciprocal_op_(self):
+    return self.copy_(reciprocal_op(self))
 
 
 @register("aten::rsqrt.default")
@@ -66,13 +127,13 @@ def pow_scalar(x, e):
     elif e == 3:
         y = xf * xf * xf
     elif e == -1:
-        y = torch.reciprocal(xf)
+        y = _recip32(xf)
     elif e == -2:
-        y = torch.reciprocal(xf * xf)
+        y = _recip32(xf * xf)
     elif e == 0.5:
-        y = torch.sqrt(xf)
+        y = _sqrt32(xf)
     elif e == -0.5:
-        y = torch.reciprocal(torch.sqrt(xf))
+        y = _recip32(_sqrt32(xf))
     elif e == 1:
         y = xf.clone()
     elif e == 0:
@@ -177,6 +238,9 @@ def _scalar(other, device):
 def div(self, other):
     s = _scalar(other, self.device) if isinstance(self, torch.Tensor) else None
     if s is None:
+        if isinstance(other, torch.Tensor) and _mixed_half(self, other):
+            rt = torch.result_type(self, other)
+            return _back(self.to(torch.float32) / other.to(torch.float32), rt)
         return aten.div.Tensor(self, other)
     rt = torch.result_type(self, other)
     if not rt.is_floating_point:
@@ -208,3 +272,103 @@ def div_mode(self, other, *, rounding_mode=None):
     if any(x.is_floating_point() for x in t) or isinstance(other, float):
         raise NotCoveredError("aten.div", f"rounding_mode={rounding_mode!r} on floats")
     return aten.div.Tensor_mode(self, other, rounding_mode=rounding_mode)
+
+
+# ------------------------------------- bf16/f16 arithmetic with a scalar
+
+def _f32_scalar(v):
+    """A Python number rounded to the nearest f32 (Inf beyond its range)."""
+    if isinstance(v, complex):
+        return None
+    with np.errstate(over="ignore"):
+        return float(np.float32(float(v)))
+
+
+def _widen(v, device):
+    """An operand of the f32 path: a tensor converted to f32 (exact for
+    bf16/f16, rounded once for f64 and integers), a number rounded to f32."""
+    if isinstance(v, torch.Tensor):
+        return v if v.dtype == torch.float32 else v.to(torch.float32)
+    return _f32_scalar(v)
+
+
+def _mixed_half(self, other):
+    """Whether self (op) other has a bf16/f16 operand next to a number, a
+    0-dim tensor or a tensor of another dtype, with a bf16/f16 result.
+    PyTorch's kernels differ there: CUDA widens both to f32 and rounds
+    once, the CPU does not always.  Exact mode takes CUDA's route on every
+    device, written out (see _arith)."""
+    # cheap tests first: this runs on every add, sub and mul
+    st, ot = isinstance(self, torch.Tensor), isinstance(other, torch.Tensor)
+    if st and ot and self.dtype is other.dtype:
+        return False
+    if st and self.dtype in HALF:
+        return True
+    if not (ot and other.dtype in HALF):
+        return False
+    return torch.result_type(self, other) in HALF
+
+
+def _arith(name, f32_op, self, other, alpha, rt):
+    """self (op) other computed in f32 (each operand widened to f32, a
+    number rounded to f32; one correctly rounded f32 operation) and
+    rounded once to rt."""
+    if alpha not in (1, -1):
+        raise NotCoveredError(f"aten.{name}", f"alpha={alpha} (a fused a + alpha * b; +-1 is "
+                              "exact)")
+    dev = self.device if isinstance(self, torch.Tensor) else other.device
+    a, b = _widen(self, dev), _widen(other, dev)
+    if a is None or b is None:
+        raise NotCoveredError(f"aten.{name}", "a complex operand")
+    return _back(f32_op(a, b, alpha), rt)
+
+
+_F32_OPS = {
+    "add": lambda a, b, al: torch.add(a, b, alpha=al),
+    "sub": lambda a, b, al: torch.sub(a, b, alpha=al),
+    "mul": lambda a, b, al: torch.mul(a, b),
+    "rsub": lambda a, b, al: torch.rsub(a, b, alpha=al),
+}
+
+
+def _arith_ops(name):
+    f32_op = _F32_OPS[name]
+    packet = getattr(aten, name)
+    inplace = getattr(aten, name + "_", None)
+    takes_alpha = name != "mul"
+
+    def functional(overload):
+        op = getattr(packet, overload)
+
+        def f(self, other, *args, **kwargs):
+            alpha = (args[0] if args else kwargs.get("alpha", 1)) if takes_alpha else 1
+            if not _mixed_half(self, other):
+                if alpha not in (1, -1):
+                    raise NotCoveredError(f"aten.{name}", f"alpha={alpha} (a fused a + alpha "
+                                          "* b; +-1 is exact)")
+                return op(self, other, *args, **kwargs)
+            return _arith(name, f32_op, self, other, alpha, torch.result_type(self, other))
+        return f
+
+    def in_place(overload):
+        op = getattr(inplace, overload)
+
+        def f_(self, other, *args, **kwargs):
+            alpha = (args[0] if args else kwargs.get("alpha", 1)) if takes_alpha else 1
+            if not _mixed_half(self, other):
+                if alpha not in (1, -1):
+                    raise NotCoveredError(f"aten.{name}_", f"alpha={alpha} (a fused a + alpha "
+                                          "* b; +-1 is exact)")
+                return op(self, other, *args, **kwargs)
+            return self.copy_(_arith(name, f32_op, self, other, alpha, self.dtype))
+        return f_
+
+    for ov in ("Tensor", "Scalar"):
+        if hasattr(packet, ov):
+            register(f"aten::{name}.{ov}")(functional(ov))
+        if inplace is not None and hasattr(inplace, ov):
+            register(f"aten::{name}_.{ov}")(in_place(ov))
+
+
+for _n in _F32_OPS:
+    _arith_ops(_n)

@@ -1,6 +1,6 @@
 """The aten ops exact mode lets PyTorch run: their results are exact
 (views, copies, selections, integer arithmetic) or correctly rounded IEEE
-operations (add, sub, mul, div of two tensors, sqrt, casts), which give
+operations (add, sub, mul, div of two tensors, casts), which give
 the same bits on every device as long as each runs as its own kernel
 (no fused multiply-add across ops: exact mode runs eagerly) and type
 promotion is the same (it does not depend on the device).
@@ -16,6 +16,7 @@ devices and compares the bits."""
 
 import torch
 
+from ._compose import _mixed_half
 from ._registry import allow
 
 # views and metadata: no arithmetic at all
@@ -64,15 +65,21 @@ allow("aten::eq", "aten::ne", "aten::lt", "aten::le", "aten::gt", "aten::ge",
 
 def _alpha_one(args, kwargs):
     a = kwargs.get("alpha", args[2] if len(args) > 2 else 1)
-    if a in (1, -1):
-        return None
-    return f"alpha={a} (a fused a + alpha * b; +-1 is exact)"
+    if a not in (1, -1):
+        return f"alpha={a} (a fused a + alpha * b; +-1 is exact)"
+    if len(args) > 1 and _mixed_half(args[0], args[1]):
+        return ("a bf16/f16 operand with a number or another dtype into out= (the "
+                "functional form is covered)")
+    return None
 
 
-# correctly rounded arithmetic
+# correctly rounded arithmetic; the functional and in-place forms of
+# add, sub, rsub and mul are _compose's (bf16/f16 with a scalar), these
+# checks are for the out= forms
 allow("aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::rsub", check=_alpha_one)
-allow("aten::mul", "aten::mul_", "aten::sqrt", "aten::sqrt_", "aten::reciprocal",
-      "aten::reciprocal_")
+allow("aten::mul", "aten::mul_", check=lambda args, kwargs: _alpha_one(args[:2], kwargs))
+# sqrt and reciprocal: _compose (PyTorch's CUDA f32 sqrt is not correctly
+# rounded)
 
 
 def _round(args, kwargs):

@@ -15,6 +15,7 @@ from ..errors import check, BadDtypeError, BadLeadingDimError, BadShapeError, Wr
 from ._call import (FLOATS, LK_DTYPE, LkTensor, empty, float_arg, lib, lk_tensor,
                     ptr_or_none, queue, ref, run, same_device, same_shape)
 from .._tensor import _lk
+from ._compose import rsqrt as _rsqrt   # correctly rounded on every device
 from ._mode import current, function
 from ._registry import NotCoveredError, register
 
@@ -121,8 +122,12 @@ def gemm(op, a, b, bias=None, out=None, accumulate_from=None, names=("mat1", "ma
     float_arg(b, op, names[1])
     if bias is not None:
         float_arg(bias, op, "self")
-    dev = same_device(op, **{names[0]: a, names[1]: b, "self": bias, "out": out,
-                             "bias": accumulate_from})
+    # one entry per argument: mm's operand is called self, as is addmm's
+    # bias, and a dict literal would keep only the last of the two
+    extra = {"out": out}
+    if bias is not None or accumulate_from is not None:
+        extra["self"] = bias if bias is not None else accumulate_from
+    dev = same_device(op, **{names[0]: a, names[1]: b}, **extra)
     if a.dim() != b.dim() or a.dim() not in (2, 3):
         raise NotCoveredError(op, f"{names[0]} {a.dim()}-D and {names[1]} {b.dim()}-D "
                               "(2-D or 3-D pairs are covered)")
@@ -399,7 +404,7 @@ def _stats(x, eps):
     native_layer_norm returns them (input's shape with the last dim 1)."""
     mean = reduce("aten.native_layer_norm", _MEAN, x, -1, True, torch.float32)
     var = reduce("aten.native_layer_norm", _VAR, x, -1, True, torch.float32)
-    rstd = torch.reciprocal(torch.sqrt(var + float(torch.tensor(eps, dtype=torch.float32))))
+    rstd = _rsqrt(var + float(torch.tensor(eps, dtype=torch.float32)))
     return mean, rstd
 
 
@@ -448,7 +453,7 @@ def fused_rms_norm(input, normalized_shape, weight, eps):
     ms = reduce("aten._fused_rms_norm", _MEAN, input * input if input.dtype == torch.float32
                 else input.float() * input.float(), -1, True, torch.float32)
     e = torch.finfo(input.dtype).eps if eps is None else eps
-    rstd = torch.reciprocal(torch.sqrt(ms + float(torch.tensor(e, dtype=torch.float32))))
+    rstd = _rsqrt(ms + float(torch.tensor(e, dtype=torch.float32)))
     return y, rstd
 
 
