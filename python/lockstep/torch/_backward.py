@@ -272,11 +272,15 @@ def _owner_on_every_thread():
         stack = getattr(_mode._local, "stack", None)
         if stack:
             return inner(self, func, types, args, kwargs)
+        # current() reads the top of the stack, kept beside it
+        top = getattr(_mode._local, "top", None)
         _mode._local.stack = [self.owner]
+        _mode._local.top = self.owner
         try:
             return inner(self, func, types, args, kwargs)
         finally:
             _mode._local.stack = stack if stack is not None else []
+            _mode._local.top = top
 
     cls.__torch_dispatch__ = __torch_dispatch__
     cls._lockstep_thread_owner = True
