@@ -553,8 +553,8 @@ comm_70b_table() {
     test "$col" = 2 && note=$(sed -n 's/^decode b1 floor: \([0-9.]*\) us a step.*measured \([0-9.]*\) us (\([0-9]*%\).*/floor \1 us, measured \2 us (\3 of its rate)/p' \
         "$1/$name.log" 2>/dev/null | head -1)
     # PP's steady state: micro-batches of successive steps in flight
-    pr=$(sed -n 's/^pipelined decode b[0-9]*: \([0-9.]*\) tokens\/s.*/\1/p' "$1/$name.log" 2>/dev/null | head -1)
-    pt=$(sed -n 's/^pipelined decode b[0-9]*: .*tokens \([a-z]*\)$/\1/p' "$1/$name.log" 2>/dev/null | head -1)
+    pr=$(sed -n 's/^pipelined decode b16: \([0-9.]*\) tokens\/s.*/\1/p' "$1/$name.log" 2>/dev/null | head -1)
+    pt=$(sed -n 's/^pipelined decode b16: .*tokens \([A-Za-z]*\)$/\1/p' "$1/$name.log" 2>/dev/null | head -1)
     if test "$col" = 4 && test -n "$pr"; then
       note="pipelined (step by step: $r); its tokens $pt"
       r=$pr
@@ -620,8 +620,12 @@ stage_comm() {
     tr=$(sed -n 's/.*(transport \([a-z]*\)).*/\1/p' "$L/$name.log" | head -1)
     rates=$(awk '$1 ~ /^(tp|pp)[0-9]/ { $1 = ""; print; exit }' "$L/$name.log" | tr -s ' ')
     ref=$(awk '$1 == "cuda:0" { $1 = ""; print; exit }' "$L/$name.log" | tr -s ' ')
-    printf '%-18s %-5s %-4s rc %-3s split:%s | cuda:0:%s\n' "$name" "$tr" "$verdict" "$rc" \
-        "$rates" "$ref" >> "$L/table.txt"
+    # PP: the pipelined decode's rate per batch and its tokens' verdict
+    pipe=$(sed -n 's/^pipelined decode b\([0-9]*\): \([0-9.]*\) .*tokens \([A-Za-z]*\)$/ b\1 \2 \3/p' \
+        "$L/$name.log" | tr -d '\n')
+    test -n "$pipe" && pipe=" | pipelined:$pipe"
+    printf '%-18s %-5s %-4s rc %-3s split:%s | cuda:0:%s%s\n' "$name" "$tr" "$verdict" "$rc" \
+        "$rates" "$ref" "$pipe" >> "$L/table.txt"
   }
   # one GPU: the CPU path's tests, then a GPU rank beside a CPU rank (MPI,
   # device tensors staged through host memory: NCCL takes GPUs only)
@@ -635,6 +639,7 @@ stage_comm() {
     crun "comm-bench-$n" $n --tp $n --layers 2 --batch 1 --steps 2 --ref none --comm-bench
     crun "tp$n-2b4t" $n --tp $n --layers 4 --batch 1,8 --steps 8 --floor-gbs 4800
     crun "pp$n-2b4t" $n --pp $n --layers 4 --batch 1,8 --steps 8 --micro 2
+    crun "pp$n-2b4t-graph" $n --pp $n --layers 4 --batch 1,8 --steps 8 --micro $n --graph
     crun "tp$n-2b4t-graph" $n --tp $n --layers 4 --batch 1,8 --steps 8 --graph --floor-gbs 4800
   done
   # the 70B-class shape (each rank draws its share of ~19 GB): one GPU's
@@ -653,8 +658,8 @@ stage_comm() {
           --ref none
       crun "70b-tp$n-decode" $n --tp $n --shape $big --prompt-len 16 --steps 4 --batch 1,16 \
           --ref none --floor-gbs 4800 --graph
-      crun "70b-pp$n-decode" $n --pp $n --micro $n --shape $big --prompt-len 16 --steps 4 \
-          --batch 1,16 --ref none
+      crun "70b-pp$n-decode" $n --pp $n --micro $n --shape $big --prompt-len 16 --steps 8 \
+          --batch 1,16 --ref none --graph
     done
     comm_70b_table "$L" >> "$L/table.txt"
     fails=$((fails + $(grep -c 'FAIL$' "$L/table.txt")))
