@@ -544,18 +544,23 @@ comm_70b_table() {
   rate() { awk -v c="$3" '$1 ~ /^(tp|pp)[0-9]/ { print $(c + 1); exit }' "$1/$2.log" 2>/dev/null; }
   printf '%-27s %-6s %9s %9s %6s %-13s %s\n' "70B-class run" digest "tok/s" "1 GPU" ratio goal \
       "floor / note"
-  # row NAME BASELINE COLUMN GOAL (1 prefill b1, 2 decode b1, 4 decode b16)
+  # row DIR NAME BASELINE COLUMN GOAL WHAT [BASE_COLUMN [PIPELINED_BATCH]]: columns
+  # of the split-rate line (1 prefill b1, 2 decode b1, 4 decode b16, 6
+  # decode b32); PIPELINED_BATCH: the pipelined rate of that batch instead
   row() {
-    name=$2 base=$3 col=$4 goal=$5 what=$6
+    name=$2 base=$3 col=$4 goal=$5 what=$6 bcol=${7:-$4} pb=${8:-}
     d=$(dg "$1" "$name") d1=$(dg "$1" "$base")
-    r=$(rate "$1" "$name" "$col") r1=$(rate "$1" "$base" "$col")
+    r=$(rate "$1" "$name" "$col") r1=$(rate "$1" "$base" "$bcol")
     note= bad=
     test "$col" = 2 && note=$(sed -n 's/^decode b1 floor: \([0-9.]*\) us a step.*measured \([0-9.]*\) us (\([0-9]*%\).*/floor \1 us, measured \2 us (\3 of its rate)/p' \
         "$1/$name.log" 2>/dev/null | head -1)
     # PP's steady state: micro-batches of successive steps in flight
-    pr=$(sed -n 's/^pipelined decode b16: \([0-9.]*\) tokens\/s.*/\1/p' "$1/$name.log" 2>/dev/null | head -1)
-    pt=$(sed -n 's/^pipelined decode b16: .*tokens \([A-Za-z]*\)$/\1/p' "$1/$name.log" 2>/dev/null | head -1)
-    if test "$col" = 4 && test -n "$pr"; then
+    pr= pt=
+    if test -n "$pb"; then
+      pr=$(sed -n "s/^pipelined decode b$pb: \([0-9.]*\) tokens\/s.*/\1/p" "$1/$name.log" 2>/dev/null | head -1)
+      pt=$(sed -n "s/^pipelined decode b$pb: .*tokens \([A-Za-z]*\)\$/\1/p" "$1/$name.log" 2>/dev/null | head -1)
+    fi
+    if test -n "$pr"; then
       note="pipelined (step by step: $r); its tokens $pt"
       r=$pr
       test "$pt" = identical || bad=1
@@ -576,8 +581,11 @@ comm_70b_table() {
     row "$1" "70b-tp$n-prefill" 70b-1gpu-prefill 1 1.6 "prefill2048"
     row "$1" "70b-tp$n-decode" 70b-1gpu-decode 2 - "decode b1"
     row "$1" "70b-tp$n-decode" 70b-1gpu-decode 4 - "decode b16"
+    row "$1" "70b-tp$n-decode" 70b-1gpu-decode 6 - "decode b32"
     row "$1" "70b-pp$n-decode" 70b-1gpu-decode 2 - "decode b1"
-    row "$1" "70b-pp$n-decode" 70b-1gpu-decode 4 1.7 "decode b16"
+    row "$1" "70b-pp$n-decode" 70b-1gpu-decode 4 1.7 "decode b16" 4 16
+    # twice the sequences (PP=2: each micro-batch one GPU's batch of 16)
+    row "$1" "70b-pp$n-decode" 70b-1gpu-decode 6 - "b32 vs 1 GPU b16" 4 32
   done
 }
 
@@ -650,16 +658,15 @@ stage_comm() {
   big=70b
   if test "$ngpu" -ge 2 && test "${COMM_70B:-1}" = 1; then
     crun 70b-1gpu-prefill 1 --tp 1 --shape $big --prompt-len 2048 --steps 0 --batch 1 --ref none
-    crun 70b-1gpu-decode 1 --tp 1 --shape $big --prompt-len 16 --steps 4 --batch 1,16 --ref none \
-        --floor-gbs 4800 --graph
+    # every decode run: 8 steps at batch 1, 16, 32 (the digests cover them all)
+    dec="--prompt-len 16 --steps 8 --batch 1,16,32 --ref none"
+    crun 70b-1gpu-decode 1 --tp 1 --shape $big $dec --floor-gbs 4800 --graph
     for n in 2 4; do
       test "$ngpu" -ge $n || continue
       crun "70b-tp$n-prefill" $n --tp $n --shape $big --prompt-len 2048 --steps 0 --batch 1 \
           --ref none
-      crun "70b-tp$n-decode" $n --tp $n --shape $big --prompt-len 16 --steps 4 --batch 1,16 \
-          --ref none --floor-gbs 4800 --graph
-      crun "70b-pp$n-decode" $n --pp $n --micro $n --shape $big --prompt-len 16 --steps 8 \
-          --batch 1,16 --ref none --graph
+      crun "70b-tp$n-decode" $n --tp $n --shape $big $dec --floor-gbs 4800 --graph
+      crun "70b-pp$n-decode" $n --pp $n --micro $n --shape $big $dec --graph
     done
     comm_70b_table "$L" >> "$L/table.txt"
     fails=$((fails + $(grep -c 'FAIL$' "$L/table.txt")))

@@ -19,7 +19,7 @@
 #include "examples/bitnet/shard.h"
 #include "tools/cmd.h"
 
-#define TP_MAX_BATCH 16
+#define TP_MAX_BATCH 32
 #define TP_MAX_BATCHES 4
 #define TP_MAX_STEPS 64
 #define TP_MAX_REF 4
@@ -43,7 +43,7 @@ static void usage(FILE *f)
             "  --seed N          seed of the weights (default 1)\n"
             "  --prompt-len N    prompt length (default 8)\n"
             "  --steps N         decode steps (default 4)\n"
-            "  --batch LIST      batch sizes, up to 16 (default 1)\n"
+            "  --batch LIST      batch sizes, up to 32 (default 1)\n"
             "  --device LIST     the device of each rank, comma-separated in rank order\n"
             "                    (the last repeats; default: cuda:<local rank> where there\n"
             "                    is a GPU, else cpu)\n"
