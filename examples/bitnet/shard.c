@@ -754,7 +754,7 @@ int bn_shard_decode_pipelined(bn_shard *s, int64_t B, int64_t steps, int64_t pos
     }
     /* graphs: each micro-batch's work captured at its second step (the
      * first runs eagerly), over the whole cache as bn_shard_forward's */
-    const int graphs = (s->flags & BN_GRAPH) != 0;
+    int graphs = (s->flags & BN_GRAPH) != 0;
     /* Item i = step i / nm, micro-batch i % nm.  Each pair of ranks meets
      * its sends and receives in one order, so no rank waits on a peer
      * that waits on it: rank 0 takes item j's tokens back before it sends
@@ -789,22 +789,29 @@ int bn_shard_decode_pipelined(bn_shard *s, int64_t B, int64_t steps, int64_t pos
             break;
         }
         if (graphs && t == 1) {
-            if (lk_queue_capture_begin(s->q) != LK_OK) {
-                snprintf(err, errlen, "rank %d: lk_queue_capture_begin: %s", s->rank,
-                         lk_last_error());
-                bad = 1;
-                break;
+            /* a capture that fails leaves the queue as it was: this rank
+             * goes on eagerly (the bits are the same), and says so */
+            lk_status st = lk_queue_capture_begin(s->q);
+            int cbad = st != LK_OK;
+            if (cbad)
+                snprintf(err, errlen, "lk_queue_capture_begin: %s", lk_last_error());
+            else
+                cbad = pp_item(s, b0, bm, c->max_ctx, err, errlen);
+            if (st == LK_OK) {
+                lk_status se = lk_queue_capture_end(s->q, &g[k]);
+                if (!cbad && se != LK_OK) {
+                    snprintf(err, errlen, "lk_queue_capture_end: %s", lk_last_error());
+                    cbad = 1;
+                }
             }
-            bad = pp_item(s, b0, bm, c->max_ctx, err, errlen);
-            lk_status st = lk_queue_capture_end(s->q, &g[k]);
-            if (!bad && st != LK_OK) {
-                snprintf(err, errlen, "rank %d: lk_queue_capture_end: %s", s->rank,
-                         lk_last_error());
-                bad = 1;
+            if (cbad) {
+                fprintf(stderr, "rank %d: pipelined decode runs eagerly: no graph (%s)\n",
+                        s->rank, err);
+                for (int64_t m = 0; m < nm; m++)
+                    lk_graph_destroy(g[m]), g[m] = NULL;
+                graphs = 0;
             }
         }
-        if (bad)
-            break;
         if (graphs && t >= 1) {
             if (lk_graph_launch(g[k], s->q) != LK_OK) {
                 snprintf(err, errlen, "rank %d: lk_graph_launch: %s", s->rank, lk_last_error());
