@@ -856,7 +856,8 @@ int bn_shard_decode_pipelined(bn_shard *s, int64_t B, int64_t steps, int64_t pos
     for (int64_t k = 0; g && k < nm; k++)
         lk_graph_destroy(g[k]);
     free(g);
-    lk_free(s->dev, dp);
+    if (dp)
+        lk_free(s->dev, dp);
     if (dt)
         lk_free(s->dev, dt);
     free(hp);
