@@ -921,9 +921,119 @@ lk_status lk_comm_sum(lk_comm *c, lk_queue *q, const lk_tensor *x, const lk_tens
     return row_op(c, q, "lk_comm_sum", x, y, LK_F32, 0);
 }
 
+/* The order of row_op's argmax as an unsigned key: NaN > +Inf > ... > +0
+ * > -0 > ... > -Inf. */
+static uint32_t order_key(float v)
+{
+    uint32_t u = f32_bits(v);
+    return v != v ? 0xffffffffu : (u >> 31) ? ~u : u | 0x80000000u;
+}
+
+/* row_op's argmax without moving the rows: each rank's maximum (IEEE
+ * maximum: its key is that of the first largest element's, NaN's being
+ * the largest whatever the payload) and the index of its first largest
+ * element, with lk_reduce on the rank's queue; every rank's pairs then go
+ * to every rank, and the first rank, in rank order, whose key is the
+ * largest gives the index.  That is the first largest element of the
+ * concatenated row: the same index as row_op's. */
 lk_status lk_comm_argmax(lk_comm *c, lk_queue *q, const lk_tensor *x, const lk_tensor *y)
 {
-    return row_op(c, q, "lk_comm_argmax", x, y, LK_I64, 1);
+    const char *fn = "lk_comm_argmax";
+    lk_hdr h, *all = NULL;
+    lk_status st;
+    hdr_set(&h, x, y, 0);
+    if ((st = check_queue(c, q, &h, fn)))
+        return st;
+    if (!h.st && !check_tensor(&h, fn, "x", x, 0) && !check_tensor(&h, fn, "y", y, 1) &&
+        (y->dtype != LK_I64 || y->rows != x->rows || y->cols != 1))
+        h.st = LK_ERR_BAD_SHAPE,
+        snprintf(h.msg, sizeof h.msg, "%s: y must be %lld x 1 %s", fn, (long long)x->rows,
+                 lk_dtype_name(LK_I64));
+    if (!(all = hdrs(c, fn, &st)) || (st = agree(c, fn, &h, all))) {
+        free(all);
+        return st;
+    }
+    int64_t n = 0;
+    for (int r = 0; r < c->size; r++)
+        n += all[r].cols;
+    for (int r = 1; r < c->size && !st; r++)
+        if (all[r].rows != all[0].rows)
+            st = lk_error(LK_ERR_BAD_SHAPE, "%s: rank %d has %lld rows, rank 0 %lld", fn, r,
+                          (long long)all[r].rows, (long long)all[0].rows);
+    if (!st && n == 0)
+        st = lk_error(LK_ERR_BAD_SHAPE, "%s: the rows are empty on every rank", fn);
+    if (st || x->rows == 0) {
+        free(all);
+        return st;
+    }
+    /* per rank: an ok flag, then rows maxima (f32) and rows indices (i64) */
+    const size_t B = (size_t)x->rows, blk = 8 + B * 12;
+    if (blk * (size_t)c->size > 0x7fffffff) {
+        free(all);
+        return lk_error(LK_ERR_RANGE, "%s: %lld rows", fn, (long long)x->rows);
+    }
+    char *got = malloc(blk * (size_t)c->size), *mine = calloc(1, blk);
+    int64_t *res = malloc(B * 8);
+    void *dv = NULL;
+    int ok = got && mine && res;
+    if (ok && x->cols > 0) {
+        /* the local maxima and indices, on the queue's device */
+        char *loc = mine + 8;
+        if (!on_host(q)) {
+            ok = lk_malloc(q->dev, B * 12, &dv) == LK_OK;
+            loc = dv;
+        }
+        lk_tensor vm = lk_mat(loc, LK_F32, x->rows, 1);
+        lk_tensor im = lk_mat(loc + B * 4, LK_I64, x->rows, 1);
+        ok = ok && lk_reduce(q, LK_REDUCE_MAX, x, &vm) == LK_OK &&
+             lk_reduce(q, LK_REDUCE_ARGMAX, x, &im) == LK_OK;
+        if (ok && dv)
+            ok = lk_memcpy(q, mine + 8, dv, B * 12, LK_COPY_DEVICE_TO_HOST) == LK_OK;
+        ok = ok && lk_queue_sync(q) == LK_OK;
+        if (!ok)
+            st = lk_error(lk_last_error()[0] ? LK_ERR_DRIVER : LK_ERR_OUT_OF_MEMORY,
+                          "%s: this rank's maxima: %s", fn,
+                          lk_last_error()[0] ? lk_last_error() : "out of memory");
+    } else if (!ok) {
+        st = lk_error(LK_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    if (dv)
+        lk_free(q->dev, dv);
+    if (mine)
+        memcpy(mine, &ok, sizeof ok);
+    /* everyone's pairs (a rank that failed sends its flag: no hang) */
+    int rc = mine && got ? MPI_Allgather(mine, (int)blk, MPI_BYTE, got, (int)blk, MPI_BYTE, MC(c))
+                         : MPI_SUCCESS;
+    if (!st && rc != MPI_SUCCESS)
+        st = mpi_fail(fn, "MPI_Allgather", rc);
+    for (int r = 0; r < c->size && !st; r++) {
+        int rok;
+        memcpy(&rok, got + (size_t)r * blk, sizeof rok);
+        if (!rok)
+            st = lk_error(LK_ERR_DRIVER, "%s: rank %d could not reduce its rows", fn, r);
+    }
+    for (size_t i = 0; i < B && !st; i++) {
+        int64_t best = 0, off = 0;
+        uint32_t bk = 0;
+        int any = 0;
+        for (int r = 0; r < c->size; off += all[r].cols, r++) {
+            if (all[r].cols == 0)
+                continue;
+            const char *p = got + (size_t)r * blk + 8;
+            float v;
+            int64_t ix;
+            memcpy(&v, p + i * 4, 4);
+            memcpy(&ix, p + B * 4 + i * 8, 8);
+            const uint32_t k = order_key(v);
+            if (!any || k > bk)
+                best = off + ix, bk = k, any = 1;
+        }
+        res[i] = best;
+    }
+    if (!st)
+        st = write_tensor(q, y, res);
+    free(got), free(mine), free(res), free(all);
+    return st;
 }
 
 #endif /* LK_HAVE_MPI */

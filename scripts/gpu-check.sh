@@ -676,6 +676,60 @@ ragged64|--prompt-len 4096 --ctx 4112 --chunk 2048 --ragged 64 --steps 16 --batc
   fi
 }
 
+# comm_70b_table DIR: the 70B-class runs against one GPU's: digest equal,
+# tokens/s, the ratio to one GPU, the goal, the floor; FAIL ends a line
+# whose digest differs or whose log lacks the figures.
+comm_70b_table() {
+  # dg LOG: the digest; rate LOG COLUMN: a field of the split-rate line
+  dg() { awk '/^digest of every step/ { getline; print $2; exit }' "$1/$2.log" 2>/dev/null; }
+  rate() { awk -v c="$3" '$1 ~ /^(tp|pp)[0-9]/ { print $(c + 1); exit }' "$1/$2.log" 2>/dev/null; }
+  printf '%-27s %-6s %9s %9s %6s %-13s %s\n' "70B-class run" digest "tok/s" "1 GPU" ratio goal \
+      "floor / note"
+  # row DIR NAME BASELINE COLUMN GOAL WHAT [BASE_COLUMN [PIPELINED_BATCH]]: columns
+  # of the split-rate line (1 prefill b1, 2 decode b1, 4 decode b16, 6
+  # decode b32); PIPELINED_BATCH: the pipelined rate of that batch instead
+  row() {
+    name=$2 base=$3 col=$4 goal=$5 what=$6 bcol=${7:-$4} pb=${8:-}
+    d=$(dg "$1" "$name") d1=$(dg "$1" "$base")
+    r=$(rate "$1" "$name" "$col") r1=$(rate "$1" "$base" "$bcol")
+    note= bad=
+    test "$col" = 2 && note=$(sed -n 's/^decode b1 floor: \([0-9.]*\) us a step.*measured \([0-9.]*\) us (\([0-9]*%\).*/floor \1 us, measured \2 us (\3 of its rate)/p' \
+        "$1/$name.log" 2>/dev/null | head -1)
+    # PP's steady state: micro-batches of successive steps in flight
+    pr= pt=
+    if test -n "$pb"; then
+      pr=$(sed -n "s/^pipelined decode b$pb: \([0-9.]*\) tokens\/s.*/\1/p" "$1/$name.log" 2>/dev/null | head -1)
+      pt=$(sed -n "s/^pipelined decode b$pb: .*tokens \([A-Za-z]*\)\$/\1/p" "$1/$name.log" 2>/dev/null | head -1)
+    fi
+    if test -n "$pr"; then
+      note="pipelined (step by step: $r); its tokens $pt"
+      r=$pr
+      test "$pt" = identical || bad=1
+    fi
+    eq=no
+    test -n "$d" && test "$d" = "$d1" && eq=yes
+    ratio=$(awk -v a="$r" -v b="$r1" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2fx", a / b; else print "-" }')
+    goaltxt="-"
+    test "$goal" != "-" && goaltxt=">=${goal}x "$(awk -v a="$r" -v b="$r1" -v g="$goal" \
+        'BEGIN { if (b + 0 > 0 && a / b >= g) print "MET"; else print "MISSED" }')
+    line=$(printf '%-27s %-6s %9s %9s %6s %-13s %s' "$name $what" "$eq" "${r:--}" "${r1:--}" \
+        "$ratio" "$goaltxt" "$note")
+    test "$eq" = yes && test -n "$r" && test -z "$bad" || line="$line FAIL"
+    echo "$line"
+  }
+  for n in 2 4; do
+    test -f "$1/70b-tp$n-prefill.log" || continue
+    row "$1" "70b-tp$n-prefill" 70b-1gpu-prefill 1 1.6 "prefill2048"
+    row "$1" "70b-tp$n-decode" 70b-1gpu-decode 2 - "decode b1"
+    row "$1" "70b-tp$n-decode" 70b-1gpu-decode 4 - "decode b16"
+    row "$1" "70b-tp$n-decode" 70b-1gpu-decode 6 - "decode b32"
+    row "$1" "70b-pp$n-decode" 70b-1gpu-decode 2 - "decode b1"
+    row "$1" "70b-pp$n-decode" 70b-1gpu-decode 4 1.7 "decode b16" 4 16
+    # twice the sequences (PP=2: each micro-batch one GPU's batch of 16)
+    row "$1" "70b-pp$n-decode" 70b-1gpu-decode 6 - "b32 vs 1 GPU b16" 4 32
+  done
+}
+
 # The communicator: MPI between a GPU rank and a CPU rank on one GPU, NCCL
 # between GPUs where there are several; every demo run compares its
 # digests with cuda:0's and cpu's itself (exit 1 when they differ).
@@ -715,8 +769,12 @@ stage_comm() {
     tr=$(sed -n 's/.*(transport \([a-z]*\)).*/\1/p' "$L/$name.log" | head -1)
     rates=$(awk '$1 ~ /^(tp|pp)[0-9]/ { $1 = ""; print; exit }' "$L/$name.log" | tr -s ' ')
     ref=$(awk '$1 == "cuda:0" { $1 = ""; print; exit }' "$L/$name.log" | tr -s ' ')
-    printf '%-18s %-5s %-4s rc %-3s split:%s | cuda:0:%s\n' "$name" "$tr" "$verdict" "$rc" \
-        "$rates" "$ref" >> "$L/table.txt"
+    # PP: the pipelined decode's rate per batch and its tokens' verdict
+    pipe=$(sed -n 's/^pipelined decode b\([0-9]*\): \([0-9.]*\) .*tokens \([A-Za-z]*\)$/ b\1 \2 \3/p' \
+        "$L/$name.log" | tr -d '\n')
+    test -n "$pipe" && pipe=" | pipelined:$pipe"
+    printf '%-18s %-5s %-4s rc %-3s split:%s | cuda:0:%s%s\n' "$name" "$tr" "$verdict" "$rc" \
+        "$rates" "$ref" "$pipe" >> "$L/table.txt"
   }
   # one GPU: the CPU path's tests, then a GPU rank beside a CPU rank (MPI,
   # device tensors staged through host memory: NCCL takes GPUs only)
@@ -730,36 +788,29 @@ stage_comm() {
     crun "comm-bench-$n" $n --tp $n --layers 2 --batch 1 --steps 2 --ref none --comm-bench
     crun "tp$n-2b4t" $n --tp $n --layers 4 --batch 1,8 --steps 8 --floor-gbs 4800
     crun "pp$n-2b4t" $n --pp $n --layers 4 --batch 1,8 --steps 8 --micro 2
+    crun "pp$n-2b4t-graph" $n --pp $n --layers 4 --batch 1,8 --steps 8 --micro $n --graph
     crun "tp$n-2b4t-graph" $n --tp $n --layers 4 --batch 1,8 --steps 8 --graph --floor-gbs 4800
   done
-  # the 70B-class shape (each rank draws its share of ~19 GB): a 2048-token
-  # prefill and decode at batch 1 and 16 on one GPU, split over the GPUs
-  # (TP) and over two (PP, two micro-batches); the same runs' digests must
-  # agree (the one-device reference on the CPU would take too long)
+  # the 70B-class shape (each rank draws its share of ~19 GB): one GPU's
+  # 2048-token prefill and decode at batch 1 and 16 (once: the baselines),
+  # then at 2 and 4 ranks TP prefill, TP decode (batch 1 beside its floor)
+  # and PP decode with a micro-batch per stage; every split run's digest
+  # must equal one GPU's (the one-device CPU reference would take too long)
   big=70b
   if test "$ngpu" -ge 2 && test "${COMM_70B:-1}" = 1; then
     crun 70b-1gpu-prefill 1 --tp 1 --shape $big --prompt-len 2048 --steps 0 --batch 1 --ref none
-    crun 70b-1gpu-decode 1 --tp 1 --shape $big --prompt-len 16 --steps 8 --batch 1,16 --ref none \
-        --floor-gbs 4800 --graph
-    nt=$ngpu
-    test "$nt" -gt 4 && nt=4
-    crun "70b-tp$nt-prefill" $nt --tp $nt --shape $big --prompt-len 2048 --steps 0 --batch 1 \
-        --ref none
-    crun "70b-tp$nt-decode" $nt --tp $nt --shape $big --prompt-len 16 --steps 8 --batch 1,16 \
-        --ref none --floor-gbs 4800 --graph
-    crun 70b-pp2-decode 2 --pp 2 --micro 2 --shape $big --prompt-len 16 --steps 8 --batch 1,16 \
-        --ref none
-    dg() { awk '/^digest of every step/ { getline; print $2; exit }' "$L/$1.log"; }
-    for pair in "70b-tp$nt-prefill 70b-1gpu-prefill" "70b-tp$nt-decode 70b-1gpu-decode" \
-                "70b-pp2-decode 70b-1gpu-decode"; do
-      set -- $pair
-      if test -n "$(dg "$1")" && test "$(dg "$1")" = "$(dg "$2")"; then
-        echo "$1 digest = $2 digest ($(dg "$1" | cut -c1-16))" >> "$L/table.txt"
-      else
-        echo "$1 digest '$(dg "$1" | cut -c1-16)' != $2 '$(dg "$2" | cut -c1-16)': FAIL" >> "$L/table.txt"
-        fails=$((fails + 1))
-      fi
+    # every decode run: 8 steps at batch 1, 16, 32 (the digests cover them all)
+    dec="--prompt-len 16 --steps 8 --batch 1,16,32 --ref none"
+    crun 70b-1gpu-decode 1 --tp 1 --shape $big $dec --floor-gbs 4800 --graph
+    for n in 2 4; do
+      test "$ngpu" -ge $n || continue
+      crun "70b-tp$n-prefill" $n --tp $n --shape $big --prompt-len 2048 --steps 0 --batch 1 \
+          --ref none
+      crun "70b-tp$n-decode" $n --tp $n --shape $big $dec --floor-gbs 4800 --graph
+      crun "70b-pp$n-decode" $n --pp $n --micro $n --shape $big $dec --graph
     done
+    comm_70b_table "$L" >> "$L/table.txt"
+    fails=$((fails + $(grep -c 'FAIL$' "$L/table.txt")))
   fi
   sed -n '/^comm bench/,/^(eager/p' "$L"/comm-bench-*.log 2>/dev/null
   grep -h "floor:" "$L"/*.log 2>/dev/null

@@ -19,7 +19,7 @@
 #include "examples/bitnet/shard.h"
 #include "tools/cmd.h"
 
-#define TP_MAX_BATCH 16
+#define TP_MAX_BATCH 32
 #define TP_MAX_BATCHES 4
 #define TP_MAX_STEPS 64
 #define TP_MAX_REF 4
@@ -43,7 +43,7 @@ static void usage(FILE *f)
             "  --seed N          seed of the weights (default 1)\n"
             "  --prompt-len N    prompt length (default 8)\n"
             "  --steps N         decode steps (default 4)\n"
-            "  --batch LIST      batch sizes, up to 16 (default 1)\n"
+            "  --batch LIST      batch sizes, up to 32 (default 1)\n"
             "  --device LIST     the device of each rank, comma-separated in rank order\n"
             "                    (the last repeats; default: cuda:<local rank> where there\n"
             "                    is a GPU, else cpu)\n"
@@ -106,6 +106,10 @@ typedef struct run_result {
     char digest[65];
     double prefill_tps[TP_MAX_BATCHES], decode_tps[TP_MAX_BATCHES];
     int32_t tokens[TP_MAX_STEPS + 1];
+    /* PP: bn_shard_decode_pipelined's rate and whether its tokens are the
+     * step-by-step run's (-1: not run) */
+    double pipe_tps[TP_MAX_BATCHES];
+    int pipe_same[TP_MAX_BATCHES];
 } run_result;
 
 typedef struct demo_args {
@@ -115,6 +119,7 @@ typedef struct demo_args {
     long batches[TP_MAX_BATCHES];
     const int32_t *prompt;
     int64_t vocab;
+    int pipelined;
 } demo_args;
 
 static void digest_of(run_result *r, const demo_args *a, char (*all)[TP_MAX_STEPS + 1][TP_MAX_BATCH][65])
@@ -134,6 +139,8 @@ static void digest_of(run_result *r, const demo_args *a, char (*all)[TP_MAX_STEP
 static int run_shard(bn_shard *sh, int rank, const demo_args *a, run_result *r, float *logits,
                      char (*all)[TP_MAX_STEPS + 1][TP_MAX_BATCH][65], char *err, size_t errlen)
 {
+    /* each step's next tokens: step by step (sw), pipelined (pt) */
+    static int32_t sw[TP_MAX_STEPS * TP_MAX_BATCH], pt[TP_MAX_STEPS * TP_MAX_BATCH];
     for (int bi = 0; bi < a->nbatch; bi++) {
         const int64_t B = a->batches[bi];
         int32_t next[TP_MAX_BATCH], ids[TP_MAX_BATCH];
@@ -159,8 +166,21 @@ static int run_shard(bn_shard *sh, int rank, const demo_args *a, run_result *r, 
             if (bn_shard_forward(sh, B, 1, a->T + st, ids, next, err, errlen))
                 return -1;
             tdec += now() - t0;
+            memcpy(sw + st * B, next, (size_t)B * sizeof *next);
         }
         r->decode_tps[bi] = a->steps && tdec > 0 ? (double)(B * a->steps) / tdec : 0;
+        r->pipe_same[bi] = -1;
+        if (a->pipelined && a->steps) {
+            /* the same steps again with micro-batches of successive steps
+             * in flight, after the same prefill: the same tokens */
+            if (bn_shard_forward(sh, B, a->T, 0, a->prompt, next, err, errlen))
+                return -1;
+            t0 = now();
+            if (bn_shard_decode_pipelined(sh, B, a->steps, a->T, next, pt, err, errlen))
+                return -1;
+            r->pipe_tps[bi] = (double)(B * a->steps) / (now() - t0);
+            r->pipe_same[bi] = !memcmp(pt, sw, (size_t)(B * a->steps) * sizeof *pt);
+        }
     }
     if (rank == 0)
         digest_of(r, a, all);
@@ -564,7 +584,7 @@ int lk_cmd_demo_sharded(int argc, char **argv)
         fflush(stdout);
     }
 
-    demo_args da = {plen, steps, nbatch, {0}, prompt, cfg.vocab};
+    demo_args da = {plen, steps, nbatch, {0}, prompt, cfg.vocab, mode == BN_SHARD_PP};
     memcpy(da.batches, batches, sizeof batches);
     snprintf(res[0].name, sizeof res[0].name, "%s%d", mode == BN_SHARD_TP ? "tp" : "pp", size);
     if (run_shard(sh, rank, &da, &res[0], logits, all, err, sizeof err)) {
@@ -621,6 +641,15 @@ int lk_cmd_demo_sharded(int argc, char **argv)
             for (int bi = 0; bi < nbatch; bi++)
                 printf("  %10.2f  %10.2f  ", res[i].prefill_tps[bi], res[i].decode_tps[bi]);
             printf("\n");
+        }
+        for (int bi = 0; bi < nbatch; bi++) {
+            if (res[0].pipe_same[bi] < 0)
+                continue;
+            const long nm = micro < batches[bi] ? micro : batches[bi];
+            printf("pipelined decode b%ld: %.2f tokens/s over %ld steps, %ld micro-batch%s in "
+                   "flight, tokens %s\n", batches[bi], res[0].pipe_tps[bi], steps, nm,
+                   nm == 1 ? "" : "es", res[0].pipe_same[bi] ? "identical" : "DIFFERENT");
+            verdict |= !res[0].pipe_same[bi];
         }
         /* collectives per decode step: TP 4 all-gathers a layer and the
          * argmax; PP a send per stage boundary and micro-batch, and the

@@ -51,6 +51,7 @@ struct bn_shard {
     int graphs;
     lk_graph **step;
     char *warm;
+    unsigned flags;
 };
 
 /* ------------------------------------------------------------ memory */
@@ -200,7 +201,7 @@ int bn_shard_create(lk_comm *comm, lk_device *dev, int threads, const bn_weights
     bn_shard *s = calloc(1, sizeof *s);
     if (!s)
         return fail(err, errlen, "out of memory%s%s", "", "");
-    s->comm = comm, s->dev = dev, s->mode = mode, s->c = *c;
+    s->comm = comm, s->dev = dev, s->mode = mode, s->c = *c, s->flags = flags;
     s->max_b = max_batch, s->max_t = max_tokens;
     s->micro = mode == BN_SHARD_PP ? (micro < 1 ? 1 : micro > max_batch ? max_batch : micro) : 1;
     s->rank = lk_comm_rank(comm), s->size = lk_comm_size(comm);
@@ -652,4 +653,214 @@ int bn_shard_logits(bn_shard *s, int64_t B, float *logits, char *err, size_t err
     }
     free(part);
     return 0;
+}
+
+/* ------------------------------------------------------------ pipelined decode */
+
+/* One micro-batch's work on this rank for a decode step, the buffers at
+ * its rows: rank 0's embedding of the ids in am (the low words of the
+ * int64 tokens: little-endian, ids < 2^31), the layers, the last rank's
+ * head into am. */
+static int pp_item(bn_shard *s, int64_t b0, int64_t Bm, int64_t cache_len, char *err,
+                   size_t errlen)
+{
+    const bn_config *c = &s->c;
+    if (s->rank == 0) {
+        lk_tensor emb = lk_mat(s->embd, LK_BF16, c->vocab, c->dim);
+        lk_tensor idt = lk_mat_ld((int32_t *)(s->am + b0), LK_I32, Bm, 1, 2);
+        lk_tensor x = lk_mat(s->x + b0 * c->dim, LK_F32, Bm, c->dim);
+        TRY(lk_embedding(s->q, &emb, &idt, &x));
+    }
+    float *x0 = s->x;
+    int32_t *p0 = s->pos, *k0 = s->kvi;
+    s->x = x0 + b0 * c->dim, s->pos = p0 + b0, s->kvi = k0 + b0;
+    int bad = 0;
+    for (int64_t l = s->l0; l < s->l1 && !bad; l++)
+        bad = layer(s, l, Bm, 1, b0, cache_len, err, errlen);
+    if (!bad && s->rank == s->size - 1)
+        bad = head(s, Bm, 1, b0, err, errlen);
+    s->x = x0, s->pos = p0, s->kvi = k0;
+    return bad ? -1 : 0;
+}
+
+/* Item i's micro-batch: sequences [*b0, *b0 + *bm). */
+static void pp_rows(int64_t B, int64_t nm, int64_t i, int64_t *b0, int64_t *bm)
+{
+    const int64_t k = i % nm;
+    *b0 = B * k / nm;
+    *bm = B * (k + 1) / nm - *b0;
+}
+
+/* The tokens of item j from the last rank into am (rank 0), kept in tk. */
+static int pp_recv_ids(bn_shard *s, int64_t B, int64_t nm, int64_t j, int64_t *tk, char *err,
+                       size_t errlen)
+{
+    int64_t b0, bm;
+    pp_rows(B, nm, j, &b0, &bm);
+    lk_tensor t = lk_mat(s->am + b0, LK_I64, bm, 1);
+    TRY(lk_comm_recv(s->comm, s->q, &t, s->size - 1));
+    TRY(lk_memcpy(s->q, tk + j / nm * B + b0, s->am + b0, (size_t)bm * 8,
+                  LK_COPY_DEVICE_TO_DEVICE));
+    return 0;
+}
+
+int bn_shard_decode_pipelined(bn_shard *s, int64_t B, int64_t steps, int64_t pos0,
+                              const int32_t *ids, int32_t *tokens, char *err, size_t errlen)
+{
+    const bn_config *c = &s->c;
+    const int P = s->size, first = s->rank == 0, last = s->rank == P - 1;
+    if (s->mode != BN_SHARD_PP || P < 2 || B < 1 || B > s->max_b || steps < 1 ||
+        pos0 < 0 || pos0 + steps > c->max_ctx) {
+        snprintf(err, errlen, "bn_shard_decode_pipelined: %lld sequences x %lld steps at %lld "
+                 "on %s over %d ranks", (long long)B, (long long)steps, (long long)pos0,
+                 s->mode == BN_SHARD_PP ? "a pipeline" : "tensor-parallel ranks", P);
+        return -1;
+    }
+    for (int64_t b = 0; first && b < B; b++)
+        if (ids[b] < 0 || ids[b] >= c->vocab) {
+            snprintf(err, errlen, "token id %d is outside the vocabulary (%lld)", ids[b],
+                     (long long)c->vocab);
+            return -1;
+        }
+    const int64_t nm = s->micro < B ? s->micro : B, N = steps * nm;
+    /* every step's positions and cache rows, and (rank 0) every step's
+     * tokens, uploaded or kept on the device: nothing waits on the host
+     * inside the loop */
+    const size_t nb = (size_t)(steps * B);
+    int32_t *hp = malloc(nb * 8);
+    int64_t *ht = first ? malloc(nb * 8 + 8) : NULL;
+    void *dp = NULL, *dt = NULL;
+    lk_graph **g = calloc((size_t)nm, sizeof *g);
+    int bad = !hp || (first && !ht) || !g || lk_malloc(s->dev, nb * 8, &dp) != LK_OK ||
+              (first && lk_malloc(s->dev, nb * 8, &dt) != LK_OK);
+    if (bad)
+        snprintf(err, errlen, "rank %d: no memory for %lld steps of %lld sequences", s->rank,
+                 (long long)steps, (long long)B);
+    int32_t *pa = dp, *ka = pa ? pa + nb : NULL;
+    int64_t *tk = dt;
+    if (!bad) {
+        for (int64_t t = 0; t < steps; t++)
+            for (int64_t b = 0; b < B; b++) {
+                hp[t * B + b] = (int32_t)(pos0 + t);
+                hp[nb + (size_t)(t * B + b)] = (int32_t)(b * c->max_ctx + pos0 + t);
+            }
+        for (int64_t b = 0; first && b < B; b++)
+            ht[b] = ids[b];
+        bad = lk_memcpy(s->q, dp, hp, nb * 8, LK_COPY_HOST_TO_DEVICE) != LK_OK ||
+              (first && lk_memcpy(s->q, s->am, ht, (size_t)B * 8, LK_COPY_HOST_TO_DEVICE)) ||
+              lk_queue_sync(s->q) != LK_OK;
+        if (bad)
+            snprintf(err, errlen, "rank %d: uploading positions: %s", s->rank, lk_last_error());
+    }
+    /* graphs: each micro-batch's work captured at its second step (the
+     * first runs eagerly), over the whole cache as bn_shard_forward's */
+    int graphs = (s->flags & BN_GRAPH) != 0;
+    /* Item i = step i / nm, micro-batch i % nm.  Each pair of ranks meets
+     * its sends and receives in one order, so no rank waits on a peer
+     * that waits on it: rank 0 takes item j's tokens back before it sends
+     * item j + min(nm, P) - 1 on (with fewer micro-batches than stages,
+     * before it starts item j + nm, which needs them). */
+    const int64_t lag = nm < P ? nm : P - 1;
+    int64_t got = 0;  /* rank 0: items whose tokens came back */
+    for (int64_t i = 0; i < N && !bad; i++) {
+        const int64_t t = i / nm, k = i % nm;
+        int64_t b0, bm;
+        pp_rows(B, nm, i, &b0, &bm);
+        if (first && nm < P && i >= nm && got <= i - nm) {
+            if ((bad = pp_recv_ids(s, B, nm, got, tk, err, errlen)))
+                break;
+            got++;
+        }
+        lk_tensor x = lk_mat(s->x + b0 * c->dim, LK_F32, bm, c->dim);
+        if (!first) {
+            lk_status st = lk_comm_recv(s->comm, s->q, &x, s->rank - 1);
+            if (st) {
+                snprintf(err, errlen, "rank %d: lk_comm_recv: %s", s->rank, lk_last_error());
+                bad = 1;
+                break;
+            }
+        }
+        if (lk_memcpy(s->q, s->pos + b0, pa + t * B + b0, (size_t)bm * 4,
+                      LK_COPY_DEVICE_TO_DEVICE) ||
+            lk_memcpy(s->q, s->kvi + b0, ka + t * B + b0, (size_t)bm * 4,
+                      LK_COPY_DEVICE_TO_DEVICE)) {
+            snprintf(err, errlen, "rank %d: lk_memcpy: %s", s->rank, lk_last_error());
+            bad = 1;
+            break;
+        }
+        if (graphs && t == 1) {
+            /* a capture that fails leaves the queue as it was: this rank
+             * goes on eagerly (the bits are the same), and says so */
+            lk_status st = lk_queue_capture_begin(s->q);
+            int cbad = st != LK_OK;
+            if (cbad)
+                snprintf(err, errlen, "lk_queue_capture_begin: %s", lk_last_error());
+            else
+                cbad = pp_item(s, b0, bm, c->max_ctx, err, errlen);
+            if (st == LK_OK) {
+                lk_status se = lk_queue_capture_end(s->q, &g[k]);
+                if (!cbad && se != LK_OK) {
+                    snprintf(err, errlen, "lk_queue_capture_end: %s", lk_last_error());
+                    cbad = 1;
+                }
+            }
+            if (cbad) {
+                fprintf(stderr, "rank %d: pipelined decode runs eagerly: no graph (%s)\n",
+                        s->rank, err);
+                for (int64_t m = 0; m < nm; m++)
+                    lk_graph_destroy(g[m]), g[m] = NULL;
+                graphs = 0;
+            }
+        }
+        if (graphs && t >= 1) {
+            if (lk_graph_launch(g[k], s->q) != LK_OK) {
+                snprintf(err, errlen, "rank %d: lk_graph_launch: %s", s->rank, lk_last_error());
+                bad = 1;
+                break;
+            }
+        } else if ((bad = pp_item(s, b0, bm, pos0 + t + 1, err, errlen))) {
+            break;
+        }
+        if (first && nm >= P && i >= lag && got <= i - lag) {
+            if ((bad = pp_recv_ids(s, B, nm, got, tk, err, errlen)))
+                break;
+            got++;
+        }
+        lk_status st = LK_OK;
+        if (!last) {
+            st = lk_comm_send(s->comm, s->q, &x, s->rank + 1);
+        } else {
+            lk_tensor t64 = lk_mat(s->am + b0, LK_I64, bm, 1);
+            st = lk_comm_send(s->comm, s->q, &t64, 0);
+        }
+        if (st) {
+            snprintf(err, errlen, "rank %d: lk_comm_send: %s", s->rank, lk_last_error());
+            bad = 1;
+        }
+    }
+    while (first && !bad && got < N) {
+        bad = pp_recv_ids(s, B, nm, got, tk, err, errlen);
+        got++;
+    }
+    if (!bad && first &&
+        lk_memcpy(s->q, ht, tk, nb * 8, LK_COPY_DEVICE_TO_HOST) != LK_OK) {
+        snprintf(err, errlen, "rank %d: lk_memcpy: %s", s->rank, lk_last_error());
+        bad = 1;
+    }
+    if (lk_queue_sync(s->q) != LK_OK && !bad) {
+        snprintf(err, errlen, "rank %d: lk_queue_sync: %s", s->rank, lk_last_error());
+        bad = 1;
+    }
+    for (size_t r = 0; !bad && first && r < nb; r++)
+        tokens[r] = (int32_t)ht[r];
+    for (int64_t k = 0; g && k < nm; k++)
+        lk_graph_destroy(g[k]);
+    free(g);
+    if (dp)
+        lk_free(s->dev, dp);
+    if (dt)
+        lk_free(s->dev, dt);
+    free(hp);
+    free(ht);
+    return bad ? -1 : 0;
 }

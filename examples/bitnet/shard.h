@@ -59,6 +59,16 @@ void bn_shard_describe(const bn_shard *s, char *buf, size_t len);
  * every rank, the same); next[b] lands on every rank. */
 int bn_shard_forward(bn_shard *s, int64_t B, int64_t T, int64_t pos0, const int32_t *ids,
                      int32_t *next, char *err, size_t errlen);
+/* PP decode of steps steps of B sequences at positions pos0 .. from the
+ * tokens ids (on rank 0), with the micro-batches of successive steps in
+ * flight: while the last rank finishes micro-batch k of a step, rank 0
+ * starts micro-batch k + 1 or the next step's k.  No rank waits on the
+ * host inside; with BN_GRAPH each micro-batch's work on a rank is a graph.
+ * tokens (rank 0): steps x B, each step's next tokens, bn_shard_forward's
+ * bits.  The cache rows of the B sequences are written as
+ * bn_shard_forward's steps would. */
+int bn_shard_decode_pipelined(bn_shard *s, int64_t B, int64_t steps, int64_t pos0,
+                              const int32_t *ids, int32_t *tokens, char *err, size_t errlen);
 /* The logits of the last forward call's B sequences (B x vocab) into
  * logits on rank 0 (others pass NULL or anything: ignored). */
 int bn_shard_logits(bn_shard *s, int64_t B, float *logits, char *err, size_t errlen);
