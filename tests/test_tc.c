@@ -299,10 +299,11 @@ static const variant_case full_cases[] = {
  * edges and K tails within a slice and past a stage's slices, bias and
  * accumulate with f32 and bf16 C, a batch, and K = 1096 (18 slices, more
  * than any ring holds: every ring wraps).  Persistent blocks that take
- * several tiles, the ring's stages reused across tiles: one-tile batch
- * entries, 3 x SMs + 1 of them for 64 x 64 k4 (3 stages), 2 x SMs + 1
- * tile pairs for the clusters (sharing A: 64 x 48 c2 k4, 4 stages;
- * sharing B: 64 x 64 c2); the others' persistent loop is the same code.
+ * a second tile: SMs + 1 one-tile batch entries for 64 x 64 k4 (3
+ * stages; K = 264 is 2 stages a tile, so the second tile reuses the
+ * first's stages), SMs + 1 tile pairs for the clusters (sharing A: 64 x
+ * 48 c2 k4; sharing B: 64 x 64 c2); the others' persistent loop is the
+ * same code.
  * The automatic choice's split into two launches on the one shape that
  * makes it (2600 x 2100 x 16 on 132 SMs). */
 static const variant_case small_cases[] = {
@@ -316,9 +317,9 @@ static const variant_case small_cases[] = {
     {128, 256, 136, 1, 0, 0, 0, 0x41, FOR_ALL, NULL},
     {260, 264, 200, 1, 0, 1, 0, 0x11, FOR_ALL, NULL},
     {65, 100, 136, 1, 1, 1, 1, 0x04, FOR_WGMMA, NULL},
-    {50, 40, 200, -3, 0, 0, 0, 0x40, FOR_WGMMA, "wgmma-64x64k4"},
-    {50, 90, 72, -2, 0, 0, 0, 0x04, FOR_WGMMA, "wgmma-64x48c2k4"},
-    {120, 40, 72, -2, 0, 0, 0, 0x40, FOR_WGMMA, "wgmma-64x64c2"},
+    {50, 40, 264, -1, 0, 0, 0, 0x40, FOR_WGMMA, "wgmma-64x64k4"},
+    {50, 90, 72, -1, 0, 0, 0, 0x04, FOR_WGMMA, "wgmma-64x48c2k4"},
+    {120, 40, 72, -1, 0, 0, 0, 0x40, FOR_WGMMA, "wgmma-64x64c2"},
     {2600, 2100, 16, 1, 0, 0, 0, 0x04, FOR_AUTO, NULL}};
 
 /* Every kernel variant against the model: the model is computed once per
