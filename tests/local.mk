@@ -207,7 +207,8 @@ EXTRA_DIST += tests/fuzz/fuzz_ops.c
 EXTRA_DIST += tests/fuzz/regressions/README \
 	tests/fuzz/regressions/ops-softmax-null-scratch-offset \
 	tests/fuzz/regressions/ops-norm-prefetch-null-base \
-	tests/fuzz/regressions/ops-reduce-null-buffer-offset
+	tests/fuzz/regressions/ops-reduce-null-buffer-offset \
+	tests/fuzz/regressions/validate-ternary-gemm-null-prepared-row
 
 # The exported symbols against core/liblockstep.map, the headers and
 # debian/liblockstep0.symbols; NM is configure's nm for the host.
