@@ -7,7 +7,10 @@
 #   scripts/fuzz.sh                  every target, 60 s each
 #   scripts/fuzz.sh --seconds N      N s each (0: build and replay only)
 #   scripts/fuzz.sh --jobs J         J fuzzing processes per target
-#   scripts/fuzz.sh gguf ops         some of the targets (gguf tokenizer ops)
+#   scripts/fuzz.sh gguf ops         some of the targets (gguf tokenizer ops
+#                                    validate)
+#   scripts/fuzz.sh --runs N gguf    stop each target after N inputs instead
+#                                    (with --seconds N as the time limit)
 # Builds in _build-fuzz/ (corpora in _build-fuzz/corpus/, crashes saved in
 # _build-fuzz/crashes/).  Needs clang and libFuzzer's runtime:
 fuzz_pkgs="clang libclang-rt-14-dev"
@@ -16,17 +19,19 @@ cd "$(dirname "$0")/.."
 src=$(pwd)
 seconds=60
 jobs=1
+runs=
 targets=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --seconds) seconds=$2; shift ;;
         --jobs) jobs=$2; shift ;;
-        gguf|tokenizer|ops) targets="$targets $1" ;;
+        --runs) runs=$2; shift ;;
+        gguf|tokenizer|ops|validate) targets="$targets $1" ;;
         *) echo "fuzz.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
 done
-[ -n "$targets" ] || targets="gguf tokenizer ops"
+[ -n "$targets" ] || targets="gguf tokenizer ops validate"
 command -v clang >/dev/null 2>&1 || sh scripts/deps.sh $fuzz_pkgs
 [ -x configure ] || ./autogen.sh
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
@@ -47,11 +52,14 @@ link() { # name source...
 link fuzz_gguf "$src/tests/fuzz/fuzz_gguf.c"
 link fuzz_tokenizer "$src/tests/fuzz/fuzz_tokenizer.c"
 link fuzz_ops "$src/tests/fuzz/fuzz_ops.c"
+link fuzz_validate "$src/tests/fuzz/fuzz_validate.c"
 clang -O1 -g $san $inc -o make_corpus "$src/tests/fuzz/make_corpus.c" \
     examples/bitnet/.libs/libbitnet.a .libs/liblockstep.a $deps -lm
 rm -rf seeds
 mkdir -p seeds/gguf seeds/tokenizer seeds/ops crashes
 ./make_corpus seeds
+# the validator's target reads the ops target's input format
+mkdir -p seeds/validate && cp seeds/ops/* seeds/validate/
 status=0
 for t in $targets; do
     mkdir -p "corpus/$t"
@@ -69,10 +77,11 @@ for t in $targets; do
     # GGUF inputs up to 12 kB: the I2_S model seed fits, and runs are
     # twenty times faster than at the TQ2_0 seed's 116 kB
     [ "$t" = gguf ] && par="$par -max_len=12000"
+    [ -n "$runs" ] && par="$par -runs=$runs"
     if ./fuzz_$t -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 $par \
            -print_final_stats=1 -artifact_prefix="crashes/$t-" \
            "corpus/$t" "seeds/$t" >"fuzz-$t.log" 2>&1; then
-        grep -h 'stat::number_of_executed_units' "fuzz-$t.log" | sed "s/^/fuzz.sh: $t: /" || true
+        grep -h -e '^stat::' -e '^Done' "fuzz-$t.log" | sed "s/^/fuzz.sh: $t: /" || true
     else
         tail -n 60 "fuzz-$t.log"
         echo "fuzz.sh: $t: FAILED (the input is in $dir/crashes/)"

@@ -24,7 +24,14 @@
 #               test_cuda provokes cudaMalloc out-of-memory on purpose)
 #   racecheck   the same with --tool racecheck; fails on any hazard, error or
 #               warning.  Each test's log goes to $OUT/TOOL/, its verdict,
-#               seconds and summary line to $OUT/TOOL.log
+#               seconds, count (errors or hazards) and summary line to
+#               $OUT/TOOL.log, printed as a table; a test with a count
+#               other than 0 prints a "FAIL:" line and fails the stage
+#   sanitize-new  racecheck on $SANITIZE_NEW alone: the tensor-core tests
+#               (in their small mode) and the contract test, about 3 to 6
+#               minutes under racecheck on an H200 (build with the raised
+#               wgmma stall limit, see ARCH)
+#   memcheck-new  memcheck on $SANITIZE_NEW
 #   bench       bench/cuda/lockstep-cuda-bench, then PyTorch's figures
 #               for the same work when python3 has torch
 #   tcbench     bench/cuda/lockstep-tc-bench (tensor-core tier vs cuBLAS)
@@ -94,7 +101,8 @@
 #   COMM_TIMEOUT  seconds per run of the comm stage (default 150)
 #   COMM_70B    0 leaves out the comm stage's 70B-class runs (2+ GPUs)
 #   SANITIZE_TESTS  the tests memcheck and racecheck run, in order (default:
-#               every test that runs on a CUDA device, $SANITIZE_ALL below);
+#               every test that runs on a CUDA device, $SANITIZE_ALL below;
+#               sanitize-new and memcheck-new: $SANITIZE_NEW);
 #               TEST:PART runs PART of it (LOCKSTEP_TC_TEST_ONLY=PART:
 #               tests/test_tc_ternary:prepared)
 #   SANITIZE_BUDGET  seconds a memcheck or racecheck stage may take (default
@@ -121,7 +129,7 @@ note() { printf '%s\n' "$*" | tee -a "$OUT/gpu-check.log"; }
 
 # record STAGE STATUS SECONDS DETAIL
 record() {
-  printf '%-10s %-7s %6ss  %s\n' "$1" "$2" "$3" "$4" >> "$SUMMARY"
+  printf '%-12s %-7s %6ss  %s\n' "$1" "$2" "$3" "$4" >> "$SUMMARY"
   case $2 in FAIL) FAILED=$((FAILED + 1)) ;; esac
 }
 
@@ -249,18 +257,34 @@ stage_lockcheck() {
 
 # Every test that runs on a CUDA device, the fused decode kernel's and the
 # quick ones first; tests/test_tc_ternary in its four parts (the whole of it
-# takes minutes under a sanitizer).
+# takes minutes under a sanitizer).  The stages set LOCKSTEP_CUDA_TEST_SMALL=1:
+# the tests' small mode (fewer, smaller cases that still launch every kernel
+# variant; each test says which mode it is in on a "# mode:" line).
 SANITIZE_ALL="tests/test_bitnet tests/test_cuda tests/test_stream tests/test_graph
   tests/test_demo tests/test_glu tests/test_rmsnorm_quantize tests/test_norm_linear
   tests/test_softmax tests/test_model_ops tests/test_weights tests/test_api tests/test_hostile
   tests/test_invariance tests/test_tc tests/test_tc_ternary:ops tests/test_tc_ternary:extremes
   tests/test_tc_ternary:scales tests/test_tc_ternary:prepared tests/test_contract"
+# The tests that timed out or were left out under racecheck before their
+# small modes: sanitize-new and memcheck-new run these alone.
+SANITIZE_NEW="tests/test_tc tests/test_tc_ternary:ops tests/test_tc_ternary:extremes
+  tests/test_tc_ternary:scales tests/test_tc_ternary:prepared tests/test_contract"
 
-sanitize() { # TOOL (memcheck or racecheck)
+# The count a sanitizer log's summary lines give: the first number after
+# "SUMMARY:" on each ("ERROR SUMMARY: 2 errors", "RACECHECK SUMMARY: 3 hazards
+# displayed (1 error, 2 warnings)"), summed; empty when there is none.
+sanitize_count() { # LOG
+  grep -E "(ERROR|RACECHECK) SUMMARY:" "$1" | sed 's/.*SUMMARY: *\([0-9][0-9]*\).*/\1/' |
+    awk '/^[0-9]+$/ { n += $1; seen = 1 } END { if (seen) print n }'
+}
+
+sanitize() { # TOOL (memcheck or racecheck) [STAGE-NAME [TESTS]]
   t0=$(now)
   tool=$1
+  stage=${2:-$1}
+  list=${3:-${SANITIZE_TESTS:-$SANITIZE_ALL}}
   if test -z "$SANITIZER"; then
-    record "$tool" SKIP 0 "compute-sanitizer not found"
+    record "$stage" SKIP 0 "compute-sanitizer not found"
     return
   fi
   # the line a clean run prints ("SUMMARY: 10 ..." does not match it); a
@@ -270,12 +294,13 @@ sanitize() { # TOOL (memcheck or racecheck)
     *) clean='ERROR SUMMARY: 0 errors' ;;
   esac
   budget=${SANITIZE_BUDGET:-540}
-  rm -rf "${OUT:?}/$tool"
-  mkdir -p "$OUT/$tool"
-  printf '%-34s %-18s %6s  %s\n' test verdict time "sanitizer summary" > "$OUT/$tool.log"
-  ntests=0 bad="" notrun=""
-  # shellcheck disable=SC2086 # SANITIZE_TESTS is a list of words
-  for spec in ${SANITIZE_TESTS:-$SANITIZE_ALL}; do
+  rm -rf "${OUT:?}/$stage"
+  mkdir -p "$OUT/$stage"
+  printf '%-42s %-18s %6s %6s  %s\n' test verdict time count "sanitizer summary" > "$OUT/$stage.log"
+  ntests=0 bad="" notrun="" total=0
+  case $tool in racecheck) what=hazards ;; *) what=errors ;; esac
+  # shellcheck disable=SC2086 # the list is words
+  for spec in $list; do
     t=${spec%%:*} part=""
     test "$t" = "$spec" || part=${spec#*:}
     name=$(basename "$t")${part:+-$part}
@@ -287,7 +312,7 @@ sanitize() { # TOOL (memcheck or racecheck)
     lim=${SANITIZE_TIMEOUT:-540}
     test "$left" -lt "$lim" && lim=$left
     ntests=$((ntests + 1))
-    log=$OUT/$tool/$name.log
+    log=$OUT/$stage/$name.log
     s0=$(now)
     if test -x "$B/$t"; then
       ( cd "$B" && LOCKSTEP_DRIVER_PATH="$B/tests/drivers/.libs:$B/backends/cuda/.libs" \
@@ -301,27 +326,36 @@ sanitize() { # TOOL (memcheck or racecheck)
       st=127
     fi
     summary=$(grep -E "(ERROR|RACECHECK) SUMMARY" "$log" | sed 's/^=* *//' | tr '\n' ';' | sed 's/;$//')
+    count=$(sanitize_count "$log")
     notok=$(grep -c "^not ok" "$log")
-    if test $st -eq 124; then verdict="timed out (${lim}s)"
+    mode=$(grep -m1 "^# mode: " "$log" | sed 's/^# mode: \([a-z]*\).*/\1/')
+    if test -n "$count" && test "$count" -ne 0; then verdict="$count $what"
+    elif test $st -eq 124; then verdict="timed out (${lim}s)"
     elif test $st -eq 127; then verdict="not built"
     elif test $st -ne 0; then verdict="exit $st"
-    elif ! grep -q "$clean" "$log" || grep -E "(ERROR|RACECHECK) SUMMARY" "$log" | grep -q "[1-9]"
-    then verdict="not clean"
+    elif ! grep -q "$clean" "$log"; then verdict="no clean summary"
     elif test "$notok" -ne 0; then verdict="$notok not ok"
     else verdict=ok
     fi
-    printf '%-34s %-18s %5ss  %s\n' "$spec" "$verdict" $(($(now) - s0)) "${summary:-no summary}" \
-        >> "$OUT/$tool.log"
-    test "$verdict" = ok || bad="$bad $spec"
+    test -n "$count" && total=$((total + count))
+    printf '%-42s %-18s %5ss %6s  %s\n' "$spec${mode:+ ($mode)}" "$verdict" $(($(now) - s0)) \
+        "${count:--}" "${summary:-no summary}" >> "$OUT/$stage.log"
+    if test "$verdict" != ok; then
+      bad="$bad $spec"
+      note "FAIL: $stage: $spec: $verdict ($log)"
+    fi
   done
-  cat "$OUT/$tool.log"
-  detail="$ntests tests run ($OUT/$tool.log)"
+  printf '%-42s %-18s %5ss %6s\n' "total ($ntests tests)" "" $(($(now) - t0)) "$total" \
+      >> "$OUT/$stage.log"
+  cat "$OUT/$stage.log"
+  detail="$ntests tests run, $total $what ($OUT/$stage.log)"
   test -n "$bad" && detail="$detail; failed:$bad"
   test -n "$notrun" && detail="$detail; not run (budget ${budget}s):$notrun"
   if test -z "$bad" && test -z "$notrun"; then
-    record "$tool" ok $(($(now) - t0)) "$detail, every one clean"
+    record "$stage" ok $(($(now) - t0)) "$detail, every one clean"
   else
-    record "$tool" FAIL $(($(now) - t0)) "$detail"
+    note "FAIL: $stage: $total $what;${bad:+ failed:$bad;}${notrun:+ not run:$notrun}"
+    record "$stage" FAIL $(($(now) - t0)) "$detail"
   fi
 }
 
@@ -865,6 +899,8 @@ for s in $STAGES; do
     lockcheck) stage_lockcheck ;;
     memcheck) sanitize memcheck ;;
     racecheck) sanitize racecheck ;;
+    sanitize-new) sanitize racecheck sanitize-new "${SANITIZE_TESTS:-$SANITIZE_NEW}" ;;
+    memcheck-new) sanitize memcheck memcheck-new "${SANITIZE_TESTS:-$SANITIZE_NEW}" ;;
     bench) stage_bench ;;
     tcbench) stage_tcbench ;;
     cpubench) stage_cpubench ;;
@@ -897,7 +933,7 @@ fi
 
 echo
 echo "== gpu-check summary ($NAME on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1); logs in $OUT)"
-printf '%-10s %-7s %7s  %s\n' stage status time detail
+printf '%-12s %-7s %7s  %s\n' stage status time detail
 cat "$SUMMARY"
 grep -h "^target" "$OUT/bench.log" "$OUT/tcbench.log" 2>/dev/null
 exit $FAILED

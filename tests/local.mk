@@ -194,8 +194,10 @@ tests_test_queue_opts_LDADD = liblockstep.la
 # sanitizer build) runs each input that once crashed a target.
 EXTRA_DIST += scripts/fuzz.sh docs/internals/fuzzing.md tests/fuzz/make_corpus.c
 noinst_HEADERS += tests/fuzz/fuzz.h
-check_PROGRAMS += tests/fuzz/replay_gguf tests/fuzz/replay_tokenizer tests/fuzz/replay_ops
-TESTS += tests/fuzz/replay_gguf tests/fuzz/replay_tokenizer tests/fuzz/replay_ops
+check_PROGRAMS += tests/fuzz/replay_gguf tests/fuzz/replay_tokenizer tests/fuzz/replay_ops \
+	tests/fuzz/replay_validate
+TESTS += tests/fuzz/replay_gguf tests/fuzz/replay_tokenizer tests/fuzz/replay_ops \
+	tests/fuzz/replay_validate
 tests_fuzz_replay_gguf_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz_gguf.c
 tests_fuzz_replay_gguf_CPPFLAGS = $(AM_CPPFLAGS) -DREPLAY_TARGET='"gguf"'
 tests_fuzz_replay_gguf_LDADD = examples/bitnet/libbitnet.la liblockstep.la
@@ -205,11 +207,17 @@ tests_fuzz_replay_tokenizer_LDADD = examples/bitnet/libbitnet.la liblockstep.la
 tests_fuzz_replay_ops_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz_ops.c
 tests_fuzz_replay_ops_CPPFLAGS = $(AM_CPPFLAGS) -DREPLAY_TARGET='"ops"'
 tests_fuzz_replay_ops_LDADD = liblockstep.la
+# fuzz_validate.c is fuzz_ops.c in its fast validator mode
+tests_fuzz_replay_validate_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz_validate.c
+tests_fuzz_replay_validate_CPPFLAGS = $(AM_CPPFLAGS) -DREPLAY_TARGET='"validate"'
+tests_fuzz_replay_validate_LDADD = liblockstep.la
+EXTRA_DIST += tests/fuzz/fuzz_ops.c
 # the saved inputs (one line each, as they are added)
 EXTRA_DIST += tests/fuzz/regressions/README \
 	tests/fuzz/regressions/ops-softmax-null-scratch-offset \
 	tests/fuzz/regressions/ops-norm-prefetch-null-base \
-	tests/fuzz/regressions/ops-reduce-null-buffer-offset
+	tests/fuzz/regressions/ops-reduce-null-buffer-offset \
+	tests/fuzz/regressions/validate-ternary-gemm-null-prepared-row
 
 # The exported symbols against core/liblockstep.map, the headers and
 # debian/liblockstep0.symbols; NM is configure's nm for the host.

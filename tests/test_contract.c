@@ -8,7 +8,10 @@
  * never a pass; so does a case a device does not implement.
  *
  * LOCKSTEP_TEST_SEED repeats a run; LOCKSTEP_TEST_FULL=1 runs the larger
- * matrix of `lockstep check --full`. */
+ * matrix of `lockstep check --full`.  LOCKSTEP_CUDA_TEST_SMALL=1 (the small
+ * mode of compute-sanitizer's runs, where only the GPU is instrumented)
+ * compares the CUDA devices alone: every other device's lines are a SKIP
+ * with that reason, and the GPU still runs every case. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -61,6 +64,11 @@ int main(void)
     uint64_t seed = tap_seed();
     const char *full_env = getenv("LOCKSTEP_TEST_FULL");
     int full = full_env && !strcmp(full_env, "1");
+    const char *small_env = getenv("LOCKSTEP_CUDA_TEST_SMALL");
+    int small = small_env && !strcmp(small_env, "1");
+    diag("mode: %s", small ? "small (LOCKSTEP_CUDA_TEST_SMALL=1): every case, on ref and the "
+                             "CUDA devices only"
+                           : full ? "full (LOCKSTEP_TEST_FULL=1)" : "default");
     /* test:1 of the test driver keeps its memory behind mem_alloc/memcpy
      * like a GPU: the matrix's device-memory path runs without one */
     setenv("LOCKSTEP_TESTDRV_DEVMEM", "1", 0);
@@ -75,11 +83,18 @@ int main(void)
 
     lk_device *devs[MAX_DEVICES];
     lk_queue *qs[MAX_DEVICES];
-    int ndev = 0;
+    int ndev = 0, nleft = 0;
+    const char *left[MAX_DEVICES]; /* small mode: the devices not compared */
     for (int i = 0; i < lk_device_count(ctx) && ndev < MAX_DEVICES; i++) {
         lk_device *d;
+        lk_device_props p;
         if (lk_device_get(ctx, i, &d) != LK_OK || d == ref)
             continue;
+        if (small && nleft < MAX_DEVICES && lk_device_props_get(d, &p) == LK_OK &&
+            strcmp(p.driver, "cuda") != 0) {
+            left[nleft++] = lk_device_name(d);
+            continue;
+        }
         if (lk_queue_create(d, NULL, &qs[ndev]) != LK_OK)
             bail("no queue on %s: %s", lk_device_name(d), lk_last_error());
         devs[ndev++] = d;
@@ -106,7 +121,9 @@ int main(void)
         diag("  %s", lk_device_name(devs[d]));
     for (int i = 0; i < nmissing; i++)
         diag("  %s", missing[i].reason);
-    plan(n * (1 + ndev + nmissing));
+    for (int i = 0; i < nleft; i++)
+        diag("  %s: not compared in the small mode", left[i]);
+    plan(n * (1 + ndev + nmissing + nleft));
 
     lk_mx_result ref_res, res[MAX_DEVICES];
     for (int i = 0; i < n; i++) {
@@ -150,6 +167,9 @@ int main(void)
         }
         for (int m = 0; m < nmissing; m++)
             skip(1, "[%d] %s %s: %s", c->id, c->op, c->label, missing[m].reason);
+        for (int m = 0; m < nleft; m++)
+            skip(1, "[%d] %s %s on %s: the small mode compares the CUDA devices alone", c->id,
+                 c->op, c->label, left[m]);
     }
 
     free(cases);

@@ -7,7 +7,11 @@
  * kernel variant (LOCKSTEP_CUDA_TC_KERNEL), dtype, layout and odd shapes,
  * on random data and on adversarial values (cancellation, wide exponents,
  * subnormals, Inf, NaN, -0); batch invariance over M = 1 ... 4096 and
- * run-to-run identity.  No GPU: those are a SKIP with the reason. */
+ * run-to-run identity.  No GPU: those are a SKIP with the reason.
+ * LOCKSTEP_CUDA_TEST_SMALL=1 (scripts/gpu-check.sh's sanitizer stages)
+ * runs the small mode: fewer, smaller GPU cases that still launch every
+ * kernel variant on the paths it has (edge tiles, K tails, ring wraps,
+ * persistent blocks taking several tiles, the split launch). */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -251,10 +255,78 @@ static void test_identify(void)
        gpu_tier == LK_GEMM_TC_SM90 ? "LK_GEMM_TC_SM90" : "LK_GEMM_TC_SM80");
 }
 
+/* LOCKSTEP_CUDA_TEST_SMALL=1 (compute-sanitizer's runs): the smallest
+ * cases that still reach each kernel's paths (see test_variants) and a
+ * shorter batch-invariance sweep. */
+static int small;
+static int64_t gpu_sms = 132; /* from the description ("..., 132 SMs") */
+
+/* One case of test_variants: shape, batch (-b: b x SMs + 1 entries),
+ * epilogue, C's dtype, the layouts and dtypes it runs
+ * (bit l: dtype l & 4 ? f16 : bf16, A transposed l & 1, B transposed
+ * l & 2) and which kernels take it (only: that one alone). */
+enum { FOR_ALL, FOR_WGMMA, FOR_AUTO };
+typedef struct {
+    int64_t m, n, k, batch;
+    int bias, accumulate, c_bf16;
+    unsigned layouts;
+    int who;
+    const char *only;
+} variant_case;
+
+/* The full list: K tails inside a 16-k step, a 64-k slice and a 32-k
+ * stage; M and N off every tile; a long K; batches; then (A M x K, B N x
+ * K only) more tiles than an H200 runs blocks at once and odd tile
+ * counts, the last with bias, accumulate and 2 batches. */
+static const variant_case full_cases[] = {
+    {77, 93, 200, 1, 0, 0, 0, 0xff, FOR_ALL, NULL},
+    {128, 256, 512, 1, 0, 0, 0, 0xff, FOR_ALL, NULL},
+    {3, 300, 17, 1, 0, 0, 1, 0xff, FOR_ALL, NULL},
+    {130, 70, 1, 3, 0, 0, 0, 0xff, FOR_ALL, NULL},
+    {33, 129, 15, 1, 1, 0, 0, 0xff, FOR_ALL, NULL},
+    {200, 64, 48, 1, 0, 1, 0, 0xff, FOR_ALL, NULL},
+    {260, 264, 1000, 1, 0, 1, 0, 0xff, FOR_ALL, NULL},
+    {136, 264, 72, 2, 1, 0, 0, 0xff, FOR_ALL, NULL},
+    {96, 136, 2056, 1, 0, 0, 0, 0xff, FOR_ALL, NULL},
+    {2600, 2100, 16, 1, 0, 0, 0, 0x44, FOR_ALL, NULL},
+    {1100, 2100, 200, 1, 0, 0, 0, 0x44, FOR_ALL, NULL},
+    {1300, 1100, 72, 2, 1, 1, 0, 0x44, FOR_ALL, NULL}};
+
+/* The small list.  Every mma.sync path: each layout and dtype on the
+ * first shape, two on each other (fast and plain loads, K tails, edges,
+ * bias, accumulate, bf16 C, batches).  The wgmma kernels (forced tiles
+ * too) on their layout only (A M x K, B N x K: layout bits 2 and 6):
+ * edges and K tails within a slice and past a stage's slices, bias and
+ * accumulate with f32 and bf16 C, a batch, and K = 1096 (18 slices, more
+ * than any ring holds: every ring wraps).  Persistent blocks that take
+ * a second tile: SMs + 1 one-tile batch entries for 64 x 64 k4 (3
+ * stages; K = 264 is 2 stages a tile, so the second tile reuses the
+ * first's stages), SMs + 1 tile pairs for the clusters (sharing A: 64 x
+ * 48 c2 k4; sharing B: 64 x 64 c2); the others' persistent loop is the
+ * same code.
+ * The automatic choice's split into two launches on the one shape that
+ * makes it (2600 x 2100 x 16 on 132 SMs). */
+static const variant_case small_cases[] = {
+    {77, 93, 200, 1, 0, 0, 0, 0xff, FOR_ALL, NULL},
+    {3, 300, 17, 1, 0, 0, 1, 0x81, FOR_ALL, NULL},
+    {130, 70, 1, 3, 0, 0, 0, 0x42, FOR_ALL, NULL},
+    {33, 129, 15, 1, 1, 0, 0, 0x18, FOR_ALL, NULL},
+    {200, 64, 48, 1, 0, 1, 0, 0x24, FOR_ALL, NULL},
+    {72, 264, 72, 2, 1, 0, 0, 0x42, FOR_ALL, NULL},
+    {40, 40, 1096, 1, 0, 0, 0, 0x84, FOR_ALL, NULL},
+    {128, 256, 136, 1, 0, 0, 0, 0x41, FOR_ALL, NULL},
+    {260, 264, 200, 1, 0, 1, 0, 0x11, FOR_ALL, NULL},
+    {65, 100, 136, 1, 1, 1, 1, 0x04, FOR_WGMMA, NULL},
+    {50, 40, 264, -1, 0, 0, 0, 0x40, FOR_WGMMA, "wgmma-64x64k4"},
+    {50, 90, 72, -1, 0, 0, 0, 0x04, FOR_WGMMA, "wgmma-64x48c2k4"},
+    {120, 40, 72, -1, 0, 0, 0, 0x40, FOR_WGMMA, "wgmma-64x64c2"},
+    {2600, 2100, 16, 1, 0, 0, 0, 0x04, FOR_AUTO, NULL}};
+
 /* Every kernel variant against the model: the model is computed once per
- * case, then each variant runs it.  The wgmma variants (sm_90 with sm_90a
- * code) take the cases with A as M x K and B as N x K (ta 0, tb 1) and
- * 8-element-aligned rows; mma.sync runs the rest for them. */
+ * case, then each variant that takes the case runs it.  The wgmma
+ * variants (sm_90 with sm_90a code) take the cases with A as M x K and B
+ * as N x K (ta 0, tb 1) and 8-element-aligned rows; mma.sync runs the
+ * rest for them (in the small mode they get only their own cases). */
 static void test_variants(void)
 {
     static const char *const kernels[] = {"128x128",         "64x64",         "128x128-generic",
@@ -275,32 +347,35 @@ static void test_variants(void)
                                           /* the chosen tile's columns in two launches */
                                           "wgmma-split", "wgmma-nosplit"};
     enum { NK = sizeof kernels / sizeof kernels[0] };
-    /* K tails inside a 16-k step, a 64-k slice and a 32-k stage; M and N
-     * off every tile; a long K; batches (index 3 and 7) */
-    static const int64_t shapes[][3] = {{77, 93, 200}, {128, 256, 512}, {3, 300, 17},
-                                        {130, 70, 1},  {33, 129, 15},   {200, 64, 48},
-                                        {260, 264, 1000}, {136, 264, 72}, {96, 136, 2056},
-                                        /* A M x K, B N x K only: more tiles than an
-                                         * H200 runs blocks at once, odd tile counts;
-                                         * the last with bias, accumulate, 2 batches */
-                                        {2600, 2100, 16}, {1100, 2100, 200}, {1300, 1100, 72}};
-    int bad[NK] = {0}, n = 0;
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    const variant_case *cases = small ? small_cases : full_cases;
+    const size_t ncases = small ? sizeof small_cases / sizeof small_cases[0]
+                                : sizeof full_cases / sizeof full_cases[0];
+    int bad[NK] = {0}, runs[NK] = {0}, n = 0;
+    for (size_t s = 0; s < ncases; s++)
         for (int l = 0; l < 8; l++) {
-            int lay = l & 3;
-            if (s >= 9 && lay != 2)
+            const variant_case *vc = &cases[s];
+            if (!(vc->layouts >> l & 1))
                 continue;
-            tc_case t = {l & 4 ? LK_F16 : LK_BF16, s == 2 ? LK_BF16 : LK_F32,
+            int lay = l & 3;
+            tc_case t = {l & 4 ? LK_F16 : LK_BF16, vc->c_bf16 ? LK_BF16 : LK_F32,
                          lay & 1 ? LK_TRANS : LK_NO_TRANS, lay & 2 ? LK_TRANS : LK_NO_TRANS,
-                         shapes[s][0], shapes[s][1], shapes[s][2],
-                         s == 3 ? 3 : s == 7 || s == 11 ? 2 : 1, s == 4 || s == 7 || s == 11,
-                         s == 5 || s == 6 || s == 11, (int)(s + (size_t)l) & 1,
+                         vc->m, vc->n, vc->k, vc->batch > 0 ? vc->batch : -vc->batch * gpu_sms + 1,
+                         vc->bias, vc->accumulate, (int)(s + (size_t)l) & 1,
                          NULL, NULL, NULL, NULL};
+            /* the layout and rows the wgmma kernels take */
+            const int wgmma_layout = lay == 2 && t.k % 8 == 0;
             case_fill(&t);
             void *g = malloc(out_bytes(&t)), *m = malloc(out_bytes(&t));
             run(cpu, cq, &t, gpu_tier, m);
             n++;
             for (int kv = 0; kv < NK; kv++) {
+                const int is_wgmma = strncmp(kernels[kv], "wgmma", 5) == 0;
+                const int is_auto = is_wgmma && !strchr(kernels[kv], 'x');
+                if ((vc->who == FOR_WGMMA && !is_wgmma) || (vc->who == FOR_AUTO && !is_auto) ||
+                    (vc->only && strcmp(vc->only, kernels[kv]) != 0) ||
+                    (small && is_wgmma && !wgmma_layout))
+                    continue;
+                runs[kv]++;
                 setenv("LOCKSTEP_CUDA_TC_KERNEL", kernels[kv], 1);
                 lk_status st = run(gpu, gq, &t, gpu_tier, g);
                 if (st != LK_OK || memcmp(g, m, out_bytes(&t))) {
@@ -321,16 +396,19 @@ static void test_variants(void)
         }
     unsetenv("LOCKSTEP_CUDA_TC_KERNEL");
     for (int kv = 0; kv < NK; kv++)
-        ok(bad[kv] == 0, "kernel %s = CPU model bit for bit (%d cases: bf16/f16, 4 layouts, odd "
-                         "shapes, bias, accumulate, batch, adversarial; %d differ)",
-           kernels[kv], n, bad[kv]);
+        ok(bad[kv] == 0 && runs[kv] > 0,
+           "kernel %s = CPU model bit for bit (%d of %d cases: bf16/f16, layouts, odd "
+           "shapes, bias, accumulate, batch, adversarial; %d differ)",
+           kernels[kv], runs[kv], n, bad[kv]);
 }
 
 /* Row i of C is the same for every M; the full result is the same twice;
- * a few rows of it equal the model. */
+ * a few rows of it equal the model.  The small mode: M up to 520 and
+ * K = 136 (the tile choices of the smaller M values, 64- and 128-row
+ * tiles, edges). */
 static void test_batch_invariance(void)
 {
-    const int64_t M = 4096, N = 256, K = 512;
+    const int64_t M = small ? 520 : 4096, N = 256, K = small ? 136 : 512;
     tc_case t = {LK_BF16, LK_F32, LK_NO_TRANS, LK_TRANS, M, N, K, 1, 0, 0, 0,
                  NULL, NULL, NULL, NULL};
     case_fill(&t);
@@ -339,31 +417,35 @@ static void test_batch_invariance(void)
     lk_status st = run(gpu, gq, &t, gpu_tier, full);
     lk_status st2 = run(gpu, gq, &t, gpu_tier, again);
     ok(st == LK_OK && st2 == LK_OK && memcmp(full, again, out_bytes(&t)) == 0,
-       "run to run: 4096x256x512 twice, same bits");
-    static const int64_t ms[] = {1, 2, 3, 4, 7, 8, 15, 16, 17, 31, 63, 64, 65, 127, 128,
-                                 129, 255, 256, 257, 1000, 2047, 2048, 4095};
+       "run to run: %lldx256x%lld twice, same bits", (long long)M, (long long)K);
+    static const int64_t ms_full[] = {1, 2, 3, 4, 7, 8, 15, 16, 17, 31, 63, 64, 65, 127, 128,
+                                      129, 255, 256, 257, 1000, 2047, 2048, 4095};
+    static const int64_t ms_small[] = {1, 7, 17, 64, 65, 129, 257, 519};
+    const int64_t *ms = small ? ms_small : ms_full;
+    const size_t nms = small ? sizeof ms_small / sizeof ms_small[0]
+                             : sizeof ms_full / sizeof ms_full[0];
     int bad = 0;
     /* the automatic choice (the tile, and on sm_90 wgmma, change with M),
      * then each M forced onto the other engine (mma.sync, or wgmma) */
     static const char *const kern[] = {"", "64x64", "wgmma"};
     for (size_t v = 0; v < 3; v++) {
         setenv("LOCKSTEP_CUDA_TC_KERNEL", kern[v], 1);
-        for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+        for (size_t i = 0; i < nms; i++) {
             tc_case u = t;
             u.m = ms[i];
             float *part = malloc((size_t)u.m * rowb);
             st = run(gpu, gq, &u, gpu_tier, part);
             if (st != LK_OK || memcmp(part, full, (size_t)u.m * rowb)) {
                 bad++;
-                diag("kernel '%s', M = %lld: rows differ from M = 4096 (%s)", kern[v],
-                     (long long)u.m, st ? lk_last_error() : "bits");
+                diag("kernel '%s', M = %lld: rows differ from M = %lld (%s)", kern[v],
+                     (long long)u.m, (long long)M, st ? lk_last_error() : "bits");
             }
             free(part);
         }
     }
     unsetenv("LOCKSTEP_CUDA_TC_KERNEL");
-    ok(bad == 0, "batch invariance: the first M rows equal M = 4096's for 23 values of M, "
-                 "automatic kernel, 64x64 and wgmma forced");
+    ok(bad == 0, "batch invariance: the first M rows equal M = %lld's for %zu values of M, "
+                 "automatic kernel, 64x64 and wgmma forced", (long long)M, nms);
     /* rows 0..7 and the last 8 against the model */
     tc_case h = t;
     h.m = 8;
@@ -373,7 +455,7 @@ static void test_batch_invariance(void)
     h.a = t.a + (M - 8) * K;
     run(cpu, cq, &h, gpu_tier, model);
     same &= memcmp(model, full + (M - 8) * N, 8 * rowb) == 0;
-    ok(same, "M = 4096: first and last 8 rows equal the CPU model");
+    ok(same, "M = %lld: first and last 8 rows equal the CPU model", (long long)M);
     free(model);
     free(full);
     free(again);
@@ -408,6 +490,10 @@ int main(void)
     }
 #endif
     rng = tap_seed();
+    small = getenv("LOCKSTEP_CUDA_TEST_SMALL") && *getenv("LOCKSTEP_CUDA_TEST_SMALL") == '1';
+    diag("mode: %s", small ? "small (LOCKSTEP_CUDA_TEST_SMALL=1): the fewest, smallest GPU "
+                             "cases that reach every kernel variant's paths"
+                           : "full (LOCKSTEP_CUDA_TEST_SMALL=1: the sanitizers' small mode)");
     if (lk_context_create(&ctx) != LK_OK)
         bail("no context: %s", lk_last_error());
     if (lk_device_find(ctx, "ref", &ref) || lk_queue_create(ref, NULL, &rq) ||
@@ -425,6 +511,10 @@ int main(void)
         lk_device_props_get(gpu, &p);
         const char *s = strstr(p.description, "sm_");
         int sm = s ? atoi(s + 3) : 0;
+        /* "..., sm_90, 132 SMs, ...": the SMs the persistent kernels fill */
+        const char *c = s ? strchr(s, ',') : NULL;
+        if (c && atoi(c + 1) > 0 && strstr(c, " SMs"))
+            gpu_sms = atoi(c + 1);
         diag("cuda:0 is %s", p.description);
         if (sm == 80 || sm == 86 || sm == 89)
             gpu_tier = LK_GEMM_TC_SM80;
@@ -437,7 +527,7 @@ int main(void)
             bail("no queue on cuda:0: %s", lk_last_error());
     }
     if (why) {
-        skip(17, "%s", why); /* identify 1, variants 12, batch invariance 3, refusal 1 */
+        skip(39, "%s", why); /* identify 1, variants 34, batch invariance 3, refusal 1 */
     } else {
         test_identify();
         test_variants();

@@ -11,7 +11,9 @@
  * lk_ternary_linear on prepared weights (plain and accumulating; on sm_90
  * the handle's copy in the tensor-core layout).  No GPU: a SKIP with the
  * reason.  LOCKSTEP_TC_TEST_ONLY (ops, extremes, scales, prepared) runs
- * only the parts it names (compute-sanitizer takes minutes over all). */
+ * only the parts it names; LOCKSTEP_CUDA_TEST_SMALL=1 (compute-sanitizer's
+ * runs) the small mode: fewer and smaller shapes that still launch every
+ * variant on the paths it has, the extreme sums at K = 1100. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -29,6 +31,10 @@ static lk_context *ctx;
 static lk_device *ref, *gpu;
 static lk_queue *rq, *gq;
 static uint64_t rng;
+/* LOCKSTEP_CUDA_TEST_SMALL=1 (compute-sanitizer's runs): fewer, smaller
+ * shapes that still reach every variant's paths (test_op), extremes at
+ * K = 1100 rather than the K limits, and fewer prepared shapes */
+static int small;
 
 enum { OP_TERNARY, OP_INT8_SCALED, OP_INT8_I32, OP_COUNT };
 static const char *const op_name[OP_COUNT] = {"lk_ternary_gemm", "lk_int8_gemm (scaled)",
@@ -164,30 +170,79 @@ static int64_t round_up(int64_t v, int64_t a)
     return (v + a - 1) / a * a;
 }
 
+/* One shape of test_op: rows of x 16-byte aligned or not, y's dtype
+ * (bf16 or f32; int32 for int8's unscaled op), per-row or per-tensor
+ * weight scales, the ops that take it (bit op; 0: all) and the variant
+ * that takes it (NULL: all).  A dimension -w is w x SMs + w / 2: one
+ * tile more than the SMs for a tile w wide. */
+typedef struct {
+    int64_t m, n, k;
+    int aligned, y_bf16, per_row;
+    unsigned ops;
+    const char *only;
+} op_shape;
+
+/* The full list, its attributes from the position as they always were. */
+static const int64_t full_shapes[][3] = {
+    {9, 7, 33},    {16, 64, 128},  {17, 129, 257}, {40, 200, 100},  {64, 64, 64},
+    {65, 33, 1000}, {128, 128, 128}, {129, 130, 383}, {300, 70, 130}, {513, 257, 64},
+    {1024, 96, 200}, {2048, 64, 129}, {2048, 256, 512}, {100, 3, 5}, {33, 1, 1},
+    /* more 128 x 256 tiles than an H200 has SMs: the wgmma kernel's
+     * blocks take several tiles each (aligned: even index) */
+    {300, 1000, 77}, {2048, 2304, 200},
+    /* prefill-sized (H200: 20 x 5 tiles of 128 x 128, no split) */
+    {600, 330, 65}, {520, 2560, 192},
+    /* few tiles, long K: the automatic choice splits K over clusters */
+    {33, 640, 2560}, {130, 300, 1536}};
+
+/* The small list (LOCKSTEP_CUDA_TEST_SMALL): the smallest M the kernels
+ * take, aligned and unaligned rows, M, N and K off every tile and slice,
+ * bf16 and f32 y, both scales, few tiles with a long K (9 slices: the
+ * split over clusters, rings that wrap); int32 out (the int8 kernels of
+ * the scaled op with another epilogue) on two of them.  Persistent blocks
+ * that take a second tile (SMs + 1 tiles, one slice each): the weights-as-B
+ * kernel at its narrowest (64, LK_T2 and int8) and the weights-as-A one
+ * at its narrowest (96); the wider tiles run the same loop. */
+#define OPS_ALL 0u
+#define OPS_T2 (1u << OP_TERNARY)
+#define OPS_T2_INT8 (1u << OP_TERNARY | 1u << OP_INT8_SCALED)
+static const op_shape small_shapes[] = {
+    {9, 7, 33, 1, 0, 0, OPS_ALL, NULL},
+    {17, 129, 257, 0, 0, 0, OPS_T2_INT8, NULL},
+    {129, 130, 383, 1, 1, 1, OPS_ALL, NULL},
+    {100, 3, 5, 0, 0, 1, OPS_T2_INT8, NULL},
+    {33, 300, 1100, 1, 0, 1, OPS_T2_INT8, NULL},
+    {65, 140, 200, 1, 1, 0, OPS_T2_INT8, NULL},
+    {128, -64, 65, 1, 0, 1, OPS_T2_INT8, "wgmma-n64"},
+    {-96, 128, 65, 1, 0, 1, OPS_T2, "wgmma-ra-x96"}};
+
+static int64_t gpu_sms = 132; /* from the description ("..., 132 SMs") */
+
+static int64_t sm_dim(int64_t v)
+{
+    return v >= 0 ? v : -v * gpu_sms - v / 2;
+}
+
 static void test_op(int op)
 {
-    static const int64_t shapes[][3] = {
-        {9, 7, 33},    {16, 64, 128},  {17, 129, 257}, {40, 200, 100},  {64, 64, 64},
-        {65, 33, 1000}, {128, 128, 128}, {129, 130, 383}, {300, 70, 130}, {513, 257, 64},
-        {1024, 96, 200}, {2048, 64, 129}, {2048, 256, 512}, {100, 3, 5}, {33, 1, 1},
-        /* more 128 x 256 tiles than an H200 has SMs: the wgmma kernel's
-         * blocks take several tiles each (aligned: even index) */
-        {300, 1000, 77}, {2048, 2304, 200},
-        /* prefill-sized (H200: 20 x 5 tiles of 128 x 128, no split) */
-        {600, 330, 65}, {520, 2560, 192},
-        /* few tiles, long K: the automatic choice splits K over clusters */
-        {33, 640, 2560}, {130, 300, 1536}};
-    const size_t ns = sizeof shapes / sizeof shapes[0];
-    int bad[NVAR] = {0}, cases = 0;
+    const size_t ns = small ? sizeof small_shapes / sizeof small_shapes[0]
+                            : sizeof full_shapes / sizeof full_shapes[0];
+    int bad[NVAR] = {0}, runs[NVAR] = {0}, cases = 0;
     for (size_t s = 0; s < ns; s++) {
-        const int64_t k = shapes[s][2];
-        const int aligned = (s % 2) == 0;
-        qcase c = {op, shapes[s][0], shapes[s][1], k,
+        const op_shape sh = small ? small_shapes[s]
+                                  : (op_shape){full_shapes[s][0], full_shapes[s][1],
+                                               full_shapes[s][2], s % 2 == 0, s % 3 == 2,
+                                               s % 4 >= 2, OPS_ALL, NULL};
+        if (sh.ops && !(sh.ops >> op & 1))
+            continue;
+        const int64_t k = sh.k;
+        const int aligned = sh.aligned;
+        qcase c = {op, sm_dim(sh.m), sm_dim(sh.n), k,
                    aligned ? round_up(k, 16) + 16 : k,
                    op == OP_TERNARY ? (aligned ? round_up(k, 64) : round_up(k, 4))
                                     : (aligned ? round_up(k, 16) : k),
-                   op == OP_INT8_I32 ? LK_I32 : (s % 3 == 2 ? LK_BF16 : LK_F32),
-                   (int)(s % 4 >= 2), 0, NULL, NULL, NULL, NULL};
+                   op == OP_INT8_I32 ? LK_I32 : (sh.y_bf16 ? LK_BF16 : LK_F32),
+                   sh.per_row, 0, NULL, NULL, NULL, NULL};
         fill(&c);
         void *r = malloc(y_bytes(&c)), *g = malloc(y_bytes(&c));
         if (!r || !g)
@@ -198,6 +253,15 @@ static void test_op(int op)
                  (long long)c.k, lk_last_error());
         cases++;
         for (size_t v = 0; v < NVAR; v++) {
+            if (sh.only && strcmp(sh.only, variants[v]) != 0)
+                continue;
+            /* unaligned rows: a wgmma variant is the automatic mma.sync
+             * choice, which "mma.sync" runs already; int8: the wgmma-ra
+             * variants are "wgmma" (weights-as-A is LK_T2's), once */
+            if (small && strncmp(variants[v], "wgmma", 5) == 0 &&
+                (!aligned || (op != OP_TERNARY && s > 0 && strncmp(variants[v], "wgmma-ra", 8) == 0)))
+                continue;
+            runs[v]++;
             setenv("LOCKSTEP_CUDA_TC_INT_KERNEL", variants[v], 1);
             st = run(gpu, gq, &c, g);
             if (st != LK_OK || memcmp(g, r, y_bytes(&c))) {
@@ -217,12 +281,13 @@ static void test_op(int op)
     }
     unsetenv("LOCKSTEP_CUDA_TC_INT_KERNEL");
     for (size_t v = 0; v < NVAR; v++)
-        ok(bad[v] == 0, "%s, kernel '%s' = ref bit for bit (%d shapes, M 9..2048; %d differ)",
-           op_name[op], *variants[v] ? variants[v] : "auto", cases, bad[v]);
+        ok(bad[v] == 0, "%s, kernel '%s' = ref bit for bit (%d of %d shapes; %d differ)",
+           op_name[op], *variants[v] ? variants[v] : "auto", runs[v], cases, bad[v]);
 }
 
 /* |acc| at its largest: ternary -128 * 2 * K, int8 (-128)^2 * 131071 =
- * 2^31 - 2^14 (int32 out shows it exactly). */
+ * 2^31 - 2^14 (int32 out shows it exactly).  The small mode takes
+ * K = 1100 (9 slices, more than any ring holds) for all three. */
 static void test_extremes(void)
 {
     const struct {
@@ -230,7 +295,7 @@ static void test_extremes(void)
         int64_t k;
     } ex[] = {{OP_TERNARY, 70001}, {OP_INT8_I32, 131071}, {OP_INT8_SCALED, 131071}};
     for (size_t e = 0; e < sizeof ex / sizeof ex[0]; e++) {
-        const int64_t k = ex[e].k;
+        const int64_t k = small ? 1100 : ex[e].k;
         qcase c = {ex[e].op, 20, 16, k, round_up(k, 16),
                    ex[e].op == OP_TERNARY ? round_up(k, 64) : round_up(k, 16),
                    ex[e].op == OP_INT8_I32 ? LK_I32 : LK_F32, 1, 1, NULL, NULL, NULL, NULL};
@@ -253,9 +318,10 @@ static void test_extremes(void)
         if (ex[e].op == OP_INT8_I32 && st == LK_OK) {
             int32_t v0;
             memcpy(&v0, r, 4);
-            diag("int8 acc at K = 131071 with -128 everywhere: %ld (2^31 - 2^14 = %ld)",
-                 (long)v0, 2147467264L);
-            bad += v0 != 2147467264;
+            /* 131071: 2^31 - 2^14 */
+            diag("int8 acc at K = %lld with -128 everywhere: %ld (16384 K = %lld)",
+                 (long long)k, (long)v0, 16384LL * (long long)k);
+            bad += v0 != 16384LL * k;
         }
         ok(bad == 0, "%s at K = %lld with extreme values: every kernel = ref", op_name[ex[e].op],
            (long long)k);
@@ -285,7 +351,8 @@ static void test_scales(void)
     static const float wodd[] = {NAN, INFINITY, 0.0f, -1.0f, 1.0e30f, -INFINITY, 0x1p-149f};
     const int ops[2] = {OP_TERNARY, OP_INT8_SCALED};
     for (int o = 0; o < 2; o++) {
-        const int64_t M = 300, N = 300, K = 200;
+        /* the small mode: columns 200 .. 229 still take every odd w scale */
+        const int64_t M = 300, N = small ? 230 : 300, K = 200;
         qcase c = {ops[o], M, N, K, round_up(K, 16), ops[o] == OP_TERNARY ? round_up(K, 64) : round_up(K, 16),
                    LK_F32, 1, 0, NULL, NULL, NULL, NULL};
         fill(&c);
@@ -336,9 +403,21 @@ static void test_prepared(void)
                                         {520, 2560, 128, 1}, {600, 330, 65, 1},
                                         {130, 300, 1536, 1}, {17, 129, 257, 1},
                                         {2048, 2304, 200, 1}, {40, 200, 101, 0}};
+    /* the small mode: bf16 y and a per-tensor scale with edges, plain and
+     * accumulating (1); the split over clusters, 33 x 300 x 1100,
+     * accumulating (4); unaligned rows (7; not on the wgmma variants,
+     * which are the automatic mma.sync choice there); the weights-as-A
+     * kernel's persistent blocks taking a second tile, SMs + 1 tiles
+     * 96 wide of one slice, plain (6) */
+    const unsigned small_set = 1u << 1 | 1u << 4 | 1u << 6 | 1u << 7;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int acc = 0; acc < 2; acc++) {
-            const int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+            if (small && (!(small_set >> s & 1) || (s == 6 && acc) || (s == 4 && !acc)))
+                continue;
+            const int64_t M = !small ? shapes[s][0] : s == 4 ? 33 : s == 6 ? 96 * gpu_sms + 48
+                                                                        : shapes[s][0];
+            const int64_t N = !small ? shapes[s][1] : s == 4 ? 300 : s == 6 ? 128 : shapes[s][1];
+            const int64_t K = !small ? shapes[s][2] : s == 4 ? 1100 : s == 6 ? 65 : shapes[s][2];
             const int64_t wld = round_up(K, 64);
             const lk_dtype ydt = acc || s % 2 == 0 ? LK_F32 : LK_BF16;
             const int per_row = acc || s % 3 != 1;
@@ -380,6 +459,10 @@ static void test_prepared(void)
                 if (lk_weights_prepare(q, &w, &ws, &pw) != LK_OK)
                     bail("%s: prepare: %s", lk_device_name(d), lk_last_error());
                 for (size_t v = 0; v < (dev ? NVAR : 1); v++) {
+                    if (dev && small &&
+                        ((s == 6 && strcmp(variants[v], "wgmma-ra-x96") != 0) ||
+                         (!shapes[s][3] && strncmp(variants[v], "wgmma", 5) == 0)))
+                        continue;
                     if (dev)
                         setenv("LOCKSTEP_CUDA_TC_INT_KERNEL", variants[v], 1);
                     if (dev)
@@ -441,6 +524,10 @@ int main(void)
     }
 #endif
     rng = tap_seed();
+    small = getenv("LOCKSTEP_CUDA_TEST_SMALL") && *getenv("LOCKSTEP_CUDA_TEST_SMALL") == '1';
+    diag("mode: %s", small ? "small (LOCKSTEP_CUDA_TEST_SMALL=1): fewer, smaller shapes that "
+                             "reach every variant's paths; extremes at K = 1100"
+                           : "full (LOCKSTEP_CUDA_TEST_SMALL=1: the sanitizers' small mode)");
     if (lk_context_create(&ctx) != LK_OK)
         bail("no context: %s", lk_last_error());
     if (lk_device_find(ctx, "ref", &ref) || lk_queue_create(ref, NULL, &rq))
@@ -459,6 +546,13 @@ int main(void)
     lk_device_props_get(gpu, &p);
     diag("%s is %s (tensor-core kernels need sm_80 or later; older GPUs run the dp4a "
          "kernels for every variant)", dev_name, p.description);
+    {
+        /* "..., sm_90, 132 SMs, ...": the SMs the persistent kernels fill */
+        const char *sm = strstr(p.description, "sm_");
+        const char *c = sm ? strchr(sm, ',') : NULL;
+        if (c && atoi(c + 1) > 0 && strstr(c, " SMs"))
+            gpu_sms = atoi(c + 1);
+    }
     if (lk_queue_create(gpu, NULL, &gq) != LK_OK)
         bail("no queue on %s: %s", dev_name, lk_last_error());
     /* LOCKSTEP_TC_TEST_ONLY=ops,extremes,scales,prepared (any of them):

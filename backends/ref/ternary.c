@@ -38,15 +38,19 @@ lk_status lk_ref_ternary_unpack(const lk_pack_args *p)
  * partial sum and the order does not matter. */
 lk_status lk_ref_ternary_gemm(const lk_qgemm_args *q)
 {
-    for (int64_t m = 0; m < q->m; m++) {
-        const int8_t *xr = (const int8_t *)q->x.data + m * q->x.ld;
+    for (int64_t m = 0; m < q->m; m++)
         for (int64_t n = 0; n < q->n; n++) {
-            const uint8_t *wr = lk_t2_row(&q->w, n);
             int32_t acc = 0;
-            for (int64_t k = 0; k < q->k; k++)
-                acc += (int32_t)xr[k] * lk_t2_get(wr, k);
+            /* K = 0 reads no element, and forms no row pointer: the
+             * prepared copy of a w of 0 columns has no memory (data NULL),
+             * and even a zero offset from NULL is undefined */
+            if (q->k > 0) {
+                const int8_t *xr = (const int8_t *)q->x.data + m * q->x.ld;
+                const uint8_t *wr = lk_t2_row(&q->w, n);
+                for (int64_t k = 0; k < q->k; k++)
+                    acc += (int32_t)xr[k] * lk_t2_get(wr, k);
+            }
             lk_ref_qgemm_store(q, m, n, acc);
         }
-    }
     return LK_OK;
 }

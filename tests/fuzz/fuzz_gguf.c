@@ -2,9 +2,9 @@
  *
  * The input is a GGUF file.  Whatever lkg_parse accepts is then read the
  * way the demo reads it: every key through the typed getters, the string
- * arrays element by element, every tensor's shape and (when small) its
- * conversion to f32, bf16 and LK_T2, token texts, and the whole model
- * through bn_weights_from_gguf. */
+ * arrays element by element, every tensor's shape and (the first few of
+ * up to 1024 elements) its conversion to f32, bf16 and LK_T2, token texts,
+ * and the whole model through bn_weights_from_gguf. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,12 +36,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 (void)lkg_array_str(&kv->value, j, &e);
             }
     }
+    int64_t budget = 1 << 11;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const lkg_tensor *t = &f->tensors[i];
         int64_t rows, cols;
         (void)lkg_type_name(t->type);
-        if (lkg_tensor_shape(t, &rows, &cols, err, sizeof err) || rows * cols > (1 << 16))
+        /* the conversions loop per element and per row: 1024 elements
+         * and rows a tensor (every block layout of every type fits: four
+         * TQ blocks, eight I2_S blocks), 2048 of both in all.  Inputs that declare hundreds of tensors over
+         * the same bytes, or tensors of 0 columns and many rows (no data,
+         * so the parser takes them), took milliseconds each otherwise */
+        if (lkg_tensor_shape(t, &rows, &cols, err, sizeof err) || rows > (1 << 10) ||
+            rows * cols > (1 << 10) || rows * cols + rows > budget)
             continue;
+        budget -= rows * cols + rows;
         size_t n = (size_t)(rows * cols);
         float *fv = malloc(n * 4 + 4);
         uint16_t *bv = malloc(n * 2 + 2);
