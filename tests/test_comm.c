@@ -211,7 +211,7 @@ int main(int argc, char **argv)
 
     /* lk_comm_sum and lk_comm_argmax against lk_reduce on the whole row */
     {
-        const int64_t rows = 5, N = 9000; /* three chunks of the lane sum */
+        const int64_t rows = 3, N = 9000; /* three chunks of the lane sum */
         uint64_t s = seed + 2;
         float *full = malloc((size_t)(rows * N) * 4);
         for (int64_t i = 0; i < rows * N; i++)
@@ -219,32 +219,24 @@ int main(int argc, char **argv)
         /* row 1: its maximum twice, in two ranks' shares; row 2: a NaN late */
         full[1 * N + 10] = 1e6f, full[1 * N + N - 3] = 1e6f;
         full[2 * N + N - 2] = f_of(0x7fc00000u);
-        /* row 3: every element negative but a -0 early and a +0 late (+0
-         * is larger); row 4: NaNs early and late, payloads differing */
-        for (int64_t j = 0; j < N; j++)
-            full[3 * N + j] = -1.0f - (float)(j % 7);
-        full[3 * N + 5] = -0.0f, full[3 * N + N - 1] = 0.0f;
-        full[4 * N + 100] = f_of(0xffc00001u), full[4 * N + N - 1] = f_of(0x7fc00000u);
         int64_t off, w = share(N, rank, &off);
         float *x = malloc((size_t)(rows * (w + 1)) * 4);
         for (int64_t i = 0; i < rows; i++)
             memcpy(x + i * w, full + i * N + off, (size_t)w * 4);
-        float ys[5], ws[5];
-        int64_t ya[5], wa[5];
+        float ys[3], ws[3];
+        int64_t ya[3], wa[3];
         lk_tensor ft = lk_mat(full, LK_F32, rows, N), xt = lk_mat(x, LK_F32, rows, w);
         lk_tensor yst = lk_mat(ys, LK_F32, rows, 1), wst = lk_mat(ws, LK_F32, rows, 1);
         lk_tensor yat = lk_mat(ya, LK_I64, rows, 1), wat = lk_mat(wa, LK_I64, rows, 1);
         st = lk_reduce(q, LK_REDUCE_SUM, &ft, &wst);
         lk_status st2 = lk_comm_sum(comm, q, &xt, &yst);
-        /* rows 0 .. 3 (row 4's NaNs are there for the argmax) */
-        check(st == LK_OK && st2 == LK_OK && !memcmp(ys, ws, 4 * sizeof *ys),
+        check(st == LK_OK && st2 == LK_OK && !memcmp(ys, ws, sizeof ys),
               "lk_comm_sum is lk_reduce SUM of the whole row, bit for bit");
         st = lk_reduce(q, LK_REDUCE_ARGMAX, &ft, &wat);
         st2 = lk_comm_argmax(comm, q, &xt, &yat);
         check(st == LK_OK && st2 == LK_OK && !memcmp(ya, wa, sizeof ya) && ya[1] == 10 &&
-                  ya[2] == N - 2 && ya[3] == N - 1 && ya[4] == 100,
-              "lk_comm_argmax is lk_reduce ARGMAX of the whole row (ties: first; NaN wins; "
-              "-0 < +0; the first NaN)");
+                  ya[2] == N - 2,
+              "lk_comm_argmax is lk_reduce ARGMAX of the whole row (ties: first; NaN wins)");
         free(x), free(full);
     }
 
