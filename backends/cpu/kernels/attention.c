@@ -88,23 +88,44 @@ LK_INLINE int64_t att_key(const att_row *w, int64_t ps, int64_t j)
 
 typedef struct att_job {
     const att_call *c;
-    int64_t ns;    /* head slices per KV head */
     int64_t np;    /* chunk ranges per (row, KV head, slice) */
     int64_t nc;    /* chunks of the longest row */
     int64_t hdp;   /* head_dim rounded up to ATT_CT vectors */
     int64_t sw;    /* floats of one (row, head)'s chunk states: nc * (hdp + 2) */
     float *buf;    /* per thread: `per` floats */
-    int64_t per;   /* ATT_NH chunks of scores, ATT_NH widened q rows, o, and
-                    * (np == 1) ATT_NH heads' chunk states */
+    int64_t per;   /* ATT_NH chunks of scores, the row's widened q, o, and
+                    * (np == 1) every head's chunk states */
     float *st;     /* np > 1: every (row, head)'s chunk states */
 } att_job;
 
-/* Scores of nh (compile-time) heads against keys [j0, j0 + n), n <= ATT_C:
- * e[h][j] = dot(q_h, k_(j0+j)) * scale; e rows have room up to n rounded
+/* Software prefetch of the cache rows a tile reads next: K of the next
+ * tile's keys and V of this tile's (read by att_chunk right after); the
+ * rows are far apart, too many streams for the hardware prefetchers. */
+LK_INLINE void att_prefetch(const att_call *a, const char *kb, const char *vb, const att_row *w,
+                            int64_t j0, int64_t jn)
+{
+    const int64_t ps = a->page_size, kl = a->k->ld * dt_size(a->k->dtype);
+    const int64_t vl = a->v->ld * dt_size(a->v->dtype);
+    const int64_t kr = a->head_dim * dt_size(a->k->dtype), vr = a->head_dim * dt_size(a->v->dtype);
+    const int64_t kn = j0 + ATT_KT * VW, kend = kn + ATT_KT * VW < w->n ? kn + ATT_KT * VW : w->n;
+    for (int64_t j = kn; j < kend; j++) {
+        const char *p = kb + att_key(w, ps, j) * kl;
+        for (int64_t o = 0; o < kr; o += 64)
+            __builtin_prefetch(p + o);
+    }
+    for (int64_t j = j0; j < jn; j++) {
+        const char *p = vb + att_key(w, ps, j) * vl;
+        for (int64_t o = 0; o < vr; o += 64)
+            __builtin_prefetch(p + o);
+    }
+}
+
+/* Scores of nh (compile-time) heads against keys [jb, jb + n), n <= ATT_C:
+ * e[h][j] = dot(q_h, k_(jb+j)) * scale; e rows have room up to n rounded
  * up to the tile. */
 LK_INLINE void att_scores(const int nh, const att_call *a, const float *const *q,
-                          float *const *e, const char *kb, const att_row *w, int64_t jb,
-                          int64_t n)
+                          float *const *e, const char *kb, const char *vb, const att_row *w,
+                          int64_t jb, int64_t n)
 {
     const int64_t hd = a->head_dim, es = dt_size(a->k->dtype), ps = a->page_size;
     const lk_dtype kdt = a->k->dtype;
@@ -112,6 +133,7 @@ LK_INLINE void att_scores(const int nh, const att_call *a, const float *const *q
     float kt[ATT_HD_MAX * ATT_KT * VW] __attribute__((aligned(64)));
     for (int64_t j0 = 0; j0 < n; j0 += ATT_KT * VW) {
         const int64_t wd = n - j0 < ATT_KT * VW ? n - j0 : ATT_KT * VW;
+        att_prefetch(a, kb, vb, w, jb + j0, jb + j0 + wd);
         /* the tile: kt[d][l] = k[jb + j0 + l][d]; lanes past n read nothing */
         int64_t l = 0;
 #if !defined(LK_VEC_ARM)
@@ -269,84 +291,84 @@ static void att_combine(const att_call *a, const float *st, int64_t nc, int64_t 
 }
 
 /* Where (row r, head h)'s chunk states live: the shared array when chunk
- * ranges are split over threads, else the thread's own (h - hs: the head's
- * place among those sharing the K tile). */
-LK_INLINE float *att_states(const att_job *jb, float *own, int64_t r, int64_t h, int64_t k)
+ * ranges are split over threads, else the thread's own. */
+LK_INLINE float *att_states(const att_job *jb, float *own, int64_t r, int64_t h)
 {
     if (jb->np == 1)
-        return own + k * jb->sw;
+        return own + h * jb->sw;
     return jb->st + (r * jb->c->n_head + h) * jb->sw;
 }
 
-/* Work item i: (row, KV head, head slice, chunk range); with one range,
- * the heads' outputs too. */
+/* Work item i: (row, chunk range), every head; chunk by chunk, every KV
+ * head in turn, so that what a key's cache row holds is read together;
+ * with one range, the heads' outputs too. */
 static void att_item(const att_job *jb, int64_t i, int tid)
 {
     const att_call *a = jb->c;
     const int64_t hd = a->head_dim, group = a->n_head / a->n_kv, hdp = jb->hdp;
     const int64_t hdr = (hd + 15) & ~(int64_t)15;
     float *base = jb->buf + (int64_t)tid * jb->per;
-    float *e[ATT_NH], *qw[ATT_NH];
-    for (int h = 0; h < ATT_NH; h++) {
+    float *e[ATT_NH];
+    for (int h = 0; h < ATT_NH; h++)
         e[h] = base + h * ATT_C;
-        qw[h] = base + ATT_NH * ATT_C + h * hdr;
-    }
-    float *o = base + ATT_NH * ATT_C + ATT_NH * hdr;
+    float *qall = base + ATT_NH * ATT_C;
+    float *o = qall + a->n_head * hdr;
     float *own = o + hdp;
     const int64_t kes = dt_size(a->k->dtype), ves = dt_size(a->v->dtype);
-    const int64_t part = i % jb->np, sub = (i / jb->np) % jb->ns;
-    const int64_t g = (i / jb->np / jb->ns) % a->n_kv, r = i / jb->np / jb->ns / a->n_kv;
-    const int64_t h0 = g * group + sub * group / jb->ns;
-    const int64_t h1 = g * group + (sub + 1) * group / jb->ns;
+    const int64_t part = i % jb->np, r = i / jb->np;
     const att_row rw = att_row_of(a, r);
     const int64_t n = rw.n, nc = (n + ATT_C - 1) / ATT_C;
     if (n == 0) {
         if (part == 0)
-            for (int64_t c = h0 * hd; c < h1 * hd; c++)
+            for (int64_t c = 0; c < a->n_head * hd; c++)
                 st1(a->y->data, a->y->dtype, rw.yi + c, 0.0f);
         return;
     }
     const int64_t c0 = part * nc / jb->np, c1 = (part + 1) * nc / jb->np;
-    const char *kb = (const char *)a->k->data + (rw.kb + g * hd) * kes;
-    const char *vb = (const char *)a->v->data + (rw.vb + g * hd) * ves;
-    for (int64_t hs = h0; hs < h1; hs += ATT_NH) {
-        const int nh = h1 - hs < ATT_NH ? (int)(h1 - hs) : ATT_NH;
-        float *sth[ATT_NH];
-        for (int h = 0; h < nh; h++) {
-            widen_span(a->q->data, a->q->dtype, rw.qi + (hs + h) * hd, hd, qw[h]);
-            sth[h] = att_states(jb, own, r, hs + h, h);
-        }
-        const float *const *qc = (const float *const *)qw;
-        for (int64_t c = c0; c < c1; c++) {
-            const int64_t j0 = c * ATT_C, len = n - j0 < ATT_C ? n - j0 : ATT_C;
-            switch (nh) {
-            case 1:
-                att_scores(1, a, qc, e, kb, &rw, j0, len);
-                break;
-            case 2:
-                att_scores(2, a, qc, e, kb, &rw, j0, len);
-                break;
-            case 3:
-                att_scores(3, a, qc, e, kb, &rw, j0, len);
-                break;
-            default:
-                att_scores(4, a, qc, e, kb, &rw, j0, len);
-                break;
+    if (c0 == c1)
+        return;
+    for (int64_t h = 0; h < a->n_head; h++)
+        widen_span(a->q->data, a->q->dtype, rw.qi + h * hd, hd, qall + h * hdr);
+    for (int64_t c = c0; c < c1; c++) {
+        const int64_t j0 = c * ATT_C, len = n - j0 < ATT_C ? n - j0 : ATT_C;
+        for (int64_t g = 0; g < a->n_kv; g++) {
+            const char *kb = (const char *)a->k->data + (rw.kb + g * hd) * kes;
+            const char *vb = (const char *)a->v->data + (rw.vb + g * hd) * ves;
+            for (int64_t hs = g * group; hs < (g + 1) * group; hs += ATT_NH) {
+                const int nh = (g + 1) * group - hs < ATT_NH ? (int)((g + 1) * group - hs)
+                                                             : ATT_NH;
+                const float *qc[ATT_NH];
+                for (int h = 0; h < ATT_NH; h++)
+                    qc[h] = qall + (hs + (h < nh ? h : 0)) * hdr;
+                switch (nh) {
+                case 1:
+                    att_scores(1, a, qc, e, kb, vb, &rw, j0, len);
+                    break;
+                case 2:
+                    att_scores(2, a, qc, e, kb, vb, &rw, j0, len);
+                    break;
+                case 3:
+                    att_scores(3, a, qc, e, kb, vb, &rw, j0, len);
+                    break;
+                default:
+                    att_scores(4, a, qc, e, kb, vb, &rw, j0, len);
+                    break;
+                }
+                for (int h = 0; h < nh; h++) {
+                    float *st = att_states(jb, own, r, hs + h);
+                    if (a->v->dtype == LK_F32)
+                        att_chunk(1, a, e[h], j0, len, vb, &rw, st + c, st + nc + c,
+                                  st + 2 * nc + c * hdp);
+                    else
+                        att_chunk(0, a, e[h], j0, len, vb, &rw, st + c, st + nc + c,
+                                  st + 2 * nc + c * hdp);
+                }
             }
-            for (int h = 0; h < nh; h++) {
-                float *s = sth[h];
-                if (a->v->dtype == LK_F32)
-                    att_chunk(1, a, e[h], j0, len, vb, &rw, s + c, s + nc + c,
-                              s + 2 * nc + c * hdp);
-                else
-                    att_chunk(0, a, e[h], j0, len, vb, &rw, s + c, s + nc + c,
-                              s + 2 * nc + c * hdp);
-            }
         }
-        if (jb->np == 1)
-            for (int h = 0; h < nh; h++)
-                att_combine(a, sth[h], nc, hdp, o, rw.yi + (hs + h) * hd);
     }
+    if (jb->np == 1)
+        for (int64_t h = 0; h < a->n_head; h++)
+            att_combine(a, att_states(jb, own, r, h), nc, hdp, o, rw.yi + h * hd);
 }
 
 /* The team: the items, then (chunk ranges split) every (row, head)'s
@@ -355,7 +377,7 @@ static void att_body(void *p, int tid, int nt)
 {
     const att_job *jb = (const att_job *)p;
     const att_call *a = jb->c;
-    const int64_t items = a->rows * a->n_kv * jb->ns * jb->np;
+    const int64_t items = a->rows * jb->np;
     int64_t b, e;
     lk_cpu_part(items, tid, nt, &b, &e);
     for (int64_t i = b; i < e; i++)
@@ -365,7 +387,7 @@ static void att_body(void *p, int tid, int nt)
     lk_cpu_barrier();
     lk_cpu_part(a->rows * a->n_head, tid, nt, &b, &e);
     float *o = jb->buf + (int64_t)tid * jb->per + ATT_NH * ATT_C +
-               ATT_NH * ((a->head_dim + 15) & ~(int64_t)15);
+               a->n_head * ((a->head_dim + 15) & ~(int64_t)15);
     for (int64_t i = b; i < e; i++) {
         const int64_t r = i / a->n_head, h = i % a->n_head;
         const att_row rw = att_row_of(a, r);
@@ -376,16 +398,15 @@ static void att_body(void *p, int tid, int nt)
 }
 
 /* Any call.  Work and scratch follow the keys each row reads (min(pos + 1,
- * cache_len)), never the cache's length.  Items are (row, KV head, head
- * slice, chunk range): a call with few rows (a decode step) splits each
+ * cache_len)), never the cache's length.  Items are (row, chunk range):
+ * a call with few rows (a decode step) splits each
  * row's chunks into ranges so that every thread has work, and combines the
  * ranges' chunk states in chunk order afterwards, which the contract's
  * order allows since each chunk's m_c, l_c and o_c depend on its own keys
  * only. */
 static lk_status att_run(lk_cpu_queue *q, const att_call *c)
 {
-    const int64_t per_tok = c->rows * c->n_kv;
-    if (per_tok == 0 || c->head_dim == 0)
+    if (c->rows == 0 || c->head_dim == 0)
         return LK_OK;
     int64_t keys = 0;
     double total = 0.0;
@@ -394,28 +415,23 @@ static lk_status att_run(lk_cpu_queue *q, const att_call *c)
         keys = n > keys ? n : keys;
         total += (double)(n > 0 ? n : 1);
     }
-    const int64_t group = c->n_head / c->n_kv, hd = c->head_dim, ov = ATT_CT * VW;
+    const int64_t hd = c->head_dim, ov = ATT_CT * VW;
     const double work = 4.0 * (double)c->n_head * (double)hd * total;
-    const int nt = lk_cpu_threads_for(q, work, per_tok * group * ((keys + ATT_C - 1) / ATT_C));
+    const int nt = lk_cpu_threads_for(q, work, c->rows * ((keys + ATT_C - 1) / ATT_C));
     att_job j;
     memset(&j, 0, sizeof j);
     j.c = c;
     j.nc = (keys + ATT_C - 1) / ATT_C;
     j.hdp = (hd + ov - 1) / ov * ov;
     j.sw = j.nc * (j.hdp + 2);
-    j.ns = j.np = 1;
-    if (nt > 1 && per_tok < 4 * (int64_t)nt) {
-        /* split the keys first (the heads of a group share the K tile) */
-        j.np = (4 * (int64_t)nt + per_tok - 1) / per_tok;
+    j.np = 1;
+    if (nt > 1 && c->rows < 4 * (int64_t)nt) {
+        j.np = (4 * (int64_t)nt + c->rows - 1) / c->rows;
         if (j.np > j.nc)
             j.np = j.nc > 0 ? j.nc : 1;
-        if (per_tok * j.np < 4 * (int64_t)nt) {
-            j.ns = (4 * (int64_t)nt + per_tok * j.np - 1) / (per_tok * j.np);
-            j.ns = j.ns > group ? group : j.ns;
-        }
     }
-    j.per = ATT_NH * ATT_C + ATT_NH * ((hd + 15) & ~(int64_t)15) + j.hdp +
-            (j.np == 1 ? ATT_NH * j.sw : 0);
+    j.per = ATT_NH * ATT_C + c->n_head * ((hd + 15) & ~(int64_t)15) + j.hdp +
+            (j.np == 1 ? c->n_head * j.sw : 0);
     j.per = (j.per + 15) & ~(int64_t)15;
     const int64_t shared = j.np > 1 ? c->rows * c->n_head * j.sw : 0;
     const double bytes = ((double)nt * (double)j.per + (double)shared) * sizeof(float);
