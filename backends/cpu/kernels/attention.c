@@ -3,12 +3,12 @@
  * docs/numerics.md section 12.3's chunked order: the reference's
  * backends/ref/attention.c on vectors, bit for bit.
  *
- * A work item is (query row, KV head, slice of that head's query heads,
- * range of key chunks): the ranges exist so that a decode step (one row,
- * few KV heads) gives every thread a share of the keys, the slices only when
- * a row has too few chunks for that; the heads of a slice share what is
- * read of K.  Work and scratch follow the keys a row reads, min(pos + 1,
- * cache_len).  Per item, for up to ATT_NH heads at a time, chunk by chunk:
+ * A work item is (query row, range of key chunks): the ranges exist so
+ * that a decode step (one row) gives every thread a share of the keys.
+ * Work and scratch follow the keys a row reads, min(pos + 1, cache_len).
+ * Per item, chunk by chunk, every KV head in turn (a key's cache row holds
+ * every KV head's columns: read together, they stream), for up to ATT_NH
+ * heads of the KV head's group at a time (they share the K tile):
  *
  *   scores  lanes are key positions: ATT_KT * VW keys of K are transposed
  *           into a stack tile (d-major), so that each lane runs the GEMM
