@@ -36,6 +36,7 @@
 #define ATT_KT 2       /* key vectors per tile: independent fma chains */
 #define ATT_CT 4       /* column vectors per P.V pass */
 #define ATT_C LK_ATTENTION_CHUNK
+#define ATT_STATES ((int64_t)1 << 20) /* floats of chunk states per thread */
 
 /* One call, contiguous or paged, as query rows: row r's batch entry and
  * token (contiguous), or its table row (paged). */
@@ -92,6 +93,7 @@ typedef struct att_job {
     int64_t nc;    /* chunks of the longest row */
     int64_t hdp;   /* head_dim rounded up to ATT_CT vectors */
     int64_t sw;    /* floats of one (row, head)'s chunk states: nc * (hdp + 2) */
+    int64_t hb;    /* heads whose states a thread holds at once (np == 1) */
     float *buf;    /* per thread: `per` floats */
     int64_t per;   /* ATT_NH chunks of scores, the row's widened q, o, and
                     * (np == 1) every head's chunk states */
@@ -292,10 +294,10 @@ static void att_combine(const att_call *a, const float *st, int64_t nc, int64_t 
 
 /* Where (row r, head h)'s chunk states live: the shared array when chunk
  * ranges are split over threads, else the thread's own. */
-LK_INLINE float *att_states(const att_job *jb, float *own, int64_t r, int64_t h)
+LK_INLINE float *att_states(const att_job *jb, float *own, int64_t r, int64_t h, int64_t hb0)
 {
     if (jb->np == 1)
-        return own + h * jb->sw;
+        return own + (h - hb0) * jb->sw;
     return jb->st + (r * jb->c->n_head + h) * jb->sw;
 }
 
@@ -329,46 +331,49 @@ static void att_item(const att_job *jb, int64_t i, int tid)
         return;
     for (int64_t h = 0; h < a->n_head; h++)
         widen_span(a->q->data, a->q->dtype, rw.qi + h * hd, hd, qall + h * hdr);
-    for (int64_t c = c0; c < c1; c++) {
-        const int64_t j0 = c * ATT_C, len = n - j0 < ATT_C ? n - j0 : ATT_C;
-        for (int64_t g = 0; g < a->n_kv; g++) {
-            const char *kb = (const char *)a->k->data + (rw.kb + g * hd) * kes;
-            const char *vb = (const char *)a->v->data + (rw.vb + g * hd) * ves;
-            for (int64_t hs = g * group; hs < (g + 1) * group; hs += ATT_NH) {
-                const int nh = (g + 1) * group - hs < ATT_NH ? (int)((g + 1) * group - hs)
-                                                             : ATT_NH;
-                const float *qc[ATT_NH];
-                for (int h = 0; h < ATT_NH; h++)
-                    qc[h] = qall + (hs + (h < nh ? h : 0)) * hdr;
-                switch (nh) {
-                case 1:
-                    att_scores(1, a, qc, e, kb, vb, &rw, j0, len);
-                    break;
-                case 2:
-                    att_scores(2, a, qc, e, kb, vb, &rw, j0, len);
-                    break;
-                case 3:
-                    att_scores(3, a, qc, e, kb, vb, &rw, j0, len);
-                    break;
-                default:
-                    att_scores(4, a, qc, e, kb, vb, &rw, j0, len);
-                    break;
-                }
-                for (int h = 0; h < nh; h++) {
-                    float *st = att_states(jb, own, r, hs + h);
-                    if (a->v->dtype == LK_F32)
-                        att_chunk(1, a, e[h], j0, len, vb, &rw, st + c, st + nc + c,
-                                  st + 2 * nc + c * hdp);
-                    else
-                        att_chunk(0, a, e[h], j0, len, vb, &rw, st + c, st + nc + c,
-                                  st + 2 * nc + c * hdp);
+    for (int64_t hb0 = 0; hb0 < a->n_head; hb0 += jb->hb) {
+        const int64_t hb1 = a->n_head - hb0 < jb->hb ? a->n_head : hb0 + jb->hb;
+        for (int64_t c = c0; c < c1; c++) {
+            const int64_t j0 = c * ATT_C, len = n - j0 < ATT_C ? n - j0 : ATT_C;
+            for (int64_t g = hb0 / group; g <= (hb1 - 1) / group; g++) {
+                const char *kb = (const char *)a->k->data + (rw.kb + g * hd) * kes;
+                const char *vb = (const char *)a->v->data + (rw.vb + g * hd) * ves;
+                const int64_t ge = (g + 1) * group < hb1 ? (g + 1) * group : hb1;
+                for (int64_t hs = g * group > hb0 ? g * group : hb0; hs < ge; hs += ATT_NH) {
+                    const int nh = ge - hs < ATT_NH ? (int)(ge - hs) : ATT_NH;
+                    const float *qc[ATT_NH];
+                    for (int h = 0; h < ATT_NH; h++)
+                        qc[h] = qall + (hs + (h < nh ? h : 0)) * hdr;
+                    switch (nh) {
+                    case 1:
+                        att_scores(1, a, qc, e, kb, vb, &rw, j0, len);
+                        break;
+                    case 2:
+                        att_scores(2, a, qc, e, kb, vb, &rw, j0, len);
+                        break;
+                    case 3:
+                        att_scores(3, a, qc, e, kb, vb, &rw, j0, len);
+                        break;
+                    default:
+                        att_scores(4, a, qc, e, kb, vb, &rw, j0, len);
+                        break;
+                    }
+                    for (int h = 0; h < nh; h++) {
+                        float *st = att_states(jb, own, r, hs + h, hb0);
+                        if (a->v->dtype == LK_F32)
+                            att_chunk(1, a, e[h], j0, len, vb, &rw, st + c, st + nc + c,
+                                      st + 2 * nc + c * hdp);
+                        else
+                            att_chunk(0, a, e[h], j0, len, vb, &rw, st + c, st + nc + c,
+                                      st + 2 * nc + c * hdp);
+                    }
                 }
             }
         }
+        if (jb->np == 1)
+            for (int64_t h = hb0; h < hb1; h++)
+                att_combine(a, att_states(jb, own, r, h, hb0), nc, hdp, o, rw.yi + h * hd);
     }
-    if (jb->np == 1)
-        for (int64_t h = 0; h < a->n_head; h++)
-            att_combine(a, att_states(jb, own, r, h), nc, hdp, o, rw.yi + h * hd);
 }
 
 /* The team: the items, then (chunk ranges split) every (row, head)'s
@@ -430,8 +435,14 @@ static lk_status att_run(lk_cpu_queue *q, const att_call *c)
         if (j.np > j.nc)
             j.np = j.nc > 0 ? j.nc : 1;
     }
+    /* with one range per row, a thread holds the states of hb heads at a
+     * time: at most ATT_STATES floats unless one head needs more (about
+     * 4 floats per key at head_dim 256) */
+    j.hb = c->n_head;
+    if (j.np == 1 && j.hb * j.sw > ATT_STATES)
+        j.hb = ATT_STATES / j.sw > 1 ? ATT_STATES / j.sw : 1;
     j.per = ATT_NH * ATT_C + c->n_head * ((hd + 15) & ~(int64_t)15) + j.hdp +
-            (j.np == 1 ? c->n_head * j.sw : 0);
+            (j.np == 1 ? j.hb * j.sw : 0);
     j.per = (j.per + 15) & ~(int64_t)15;
     const int64_t shared = j.np > 1 ? c->rows * c->n_head * j.sw : 0;
     const double bytes = ((double)nt * (double)j.per + (double)shared) * sizeof(float);
