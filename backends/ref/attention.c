@@ -126,7 +126,14 @@ static void att_row_head(const lk_tensor *qt, int64_t qi, const lk_tensor *yt, i
 lk_status lk_ref_attention(const lk_attention_args *a)
 {
     const int64_t hd = a->head_dim, group = a->n_head / a->n_kv, L = a->cache_len;
-    float *s = att_scratch(L, hd, "lk_attention");
+    int64_t nmax = 0; /* scratch for the keys a row reads, not the whole cache */
+    for (int64_t b = 0; b < a->batch; b++)
+        for (int64_t t = 0; t < a->tokens; t++) {
+            int64_t p = ((const int32_t *)a->pos.data)[b * a->pos.batch_stride + t * a->pos.ld];
+            int64_t n = p < 0 ? 0 : (p + 1 < L ? p + 1 : L);
+            nmax = n > nmax ? n : nmax;
+        }
+    float *s = att_scratch(nmax, hd, "lk_attention");
     if (s == NULL)
         return LK_ERR_OUT_OF_MEMORY;
     for (int64_t b = 0; b < a->batch; b++) {
