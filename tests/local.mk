@@ -217,7 +217,8 @@ EXTRA_DIST += tests/fuzz/regressions/README \
 	tests/fuzz/regressions/ops-softmax-null-scratch-offset \
 	tests/fuzz/regressions/ops-norm-prefetch-null-base \
 	tests/fuzz/regressions/ops-reduce-null-buffer-offset \
-	tests/fuzz/regressions/validate-ternary-gemm-null-prepared-row
+	tests/fuzz/regressions/validate-ternary-gemm-null-prepared-row \
+	tests/fuzz/regressions/validate-unary-batch-stride-bytes-overflow
 
 # The exported symbols against core/liblockstep.map, the headers and
 # debian/liblockstep0.symbols; NM is configure's nm for the host.

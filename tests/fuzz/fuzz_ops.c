@@ -112,16 +112,21 @@ static int64_t extent(const lk_tensor *t, int64_t nb)
     int64_t last, tmp, with;
     if (__builtin_mul_overflow(rows - 1, ld, &last) || __builtin_add_overflow(last, cols, &last))
         return -1;
-    /* likewise a batch stride that overflows: room for matrix 0 only */
-    if (!__builtin_mul_overflow(nb - 1, bs, &tmp) && !__builtin_add_overflow(last, tmp, &with))
-        last = with;
+    int64_t es = t->dtype == LK_T2 ? 0 : esize((int)t->dtype), bytes;
+    if (t->dtype != LK_T2 && (es == 0 || __builtin_mul_overflow(last, es, &bytes)))
+        return -1;
     if (t->dtype == LK_T2)
-        return last / 4 + 1;
-    int64_t es = esize((int)t->dtype), bytes;
-    if (es == 0)
-        return -1;
-    if (__builtin_mul_overflow(last, es, &bytes))
-        return -1;
+        bytes = last / 4 + 1;
+    /* likewise a batch stride that overflows, in elements or in bytes:
+     * room for matrix 0 only (an op without a batch ignores the stride
+     * and rightly writes all of matrix 0) */
+    if (!__builtin_mul_overflow(nb - 1, bs, &tmp) && !__builtin_add_overflow(last, tmp, &with)) {
+        int64_t wb;
+        if (t->dtype == LK_T2)
+            return with / 4 + 1;
+        if (!__builtin_mul_overflow(with, es, &wb))
+            return wb;
+    }
     return bytes;
 }
 
