@@ -11,4 +11,9 @@ int lk_cmd_demo(int argc, char **argv);
 /* `lockstep demo --tp N` / `--pp N` (tools/cmd_demo_tp.c) */
 int lk_cmd_demo_sharded(int argc, char **argv);
 
+/* tools/args.c: seconds on the monotonic clock; a comma-separated list of
+ * at most max integers in [lo, hi] into v (their count, or -1). */
+double lk_tool_now(void);
+int lk_tool_parse_list(const char *s, long *v, int max, long lo, long hi);
+
 #endif

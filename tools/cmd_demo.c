@@ -84,31 +84,6 @@ static void usage(FILE *f)
             "                    pipeline parallel): `lockstep demo --tp 2 --help`\n");
 }
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int parse_list(const char *s, long *v, int max, long lo, long hi)
-{
-    int n = 0;
-    while (*s) {
-        char *end;
-        long x = strtol(s, &end, 10);
-        if (end == s || x < lo || x > hi || n == max)
-            return -1;
-        v[n++] = x;
-        s = end;
-        if (*s == ',')
-            s++;
-        else if (*s)
-            return -1;
-    }
-    return n;
-}
-
 typedef struct dev_result {
     char name[64];
     int ran;
@@ -149,12 +124,12 @@ static double copy_bandwidth(lk_device *d, int host)
         lk_memcpy(q, b, a, bytes, LK_COPY_DEVICE_TO_DEVICE) == LK_OK &&
         lk_memcpy(q, a, b, bytes, LK_COPY_DEVICE_TO_DEVICE) == LK_OK && lk_queue_sync(q) == LK_OK) {
         /* both buffers touched once first: page faults are not bandwidth */
-        double t0 = now();
+        double t0 = lk_tool_now();
         int ok = 1;
         for (int i = 0; i < 4 && ok; i++)
             ok = lk_memcpy(q, i % 2 ? a : b, i % 2 ? b : a, bytes, LK_COPY_DEVICE_TO_DEVICE) == LK_OK;
         if (ok && lk_queue_sync(q) == LK_OK)
-            bw = 2.0 * 4 * (double)bytes / (now() - t0);
+            bw = 2.0 * 4 * (double)bytes / (lk_tool_now() - t0);
     }
     lk_free(d, a);
     lk_free(d, b);
@@ -204,7 +179,7 @@ static int run_set(bn_model *m, const set_ctx *sc, int64_t n, const int64_t *len
         rc = bn_seq_truncate(m, s, 0, err, errlen);
         done[s] = 0;
     }
-    double t0 = now();
+    double t0 = lk_tool_now();
     /* the shared prefix: sequence 0's first `share` tokens, then shared */
     while (!rc && done[0] < share) {
         int64_t k = share - done[0];
@@ -239,16 +214,16 @@ static int run_set(bn_model *m, const set_ctx *sc, int64_t n, const int64_t *len
             }
         }
     }
-    *tpre = now() - t0;
+    *tpre = lk_tool_now() - t0;
     *tdec = 0;
     for (long st = 1; st <= sc->steps && !rc; st++) {
         for (int64_t s = 0; s < n; s++)
             e[s] = (bn_entry){s, 1, &cur[s]};
         int32_t next[DEMO_MAX_RAGGED];
-        t0 = now();
+        t0 = lk_tool_now();
         rc = sc->keep ? bn_model_step_kept(m, n, e, st, next, err, errlen)
                       : bn_model_step(m, n, e, sc->logits, next, err, errlen);
-        *tdec += now() - t0;
+        *tdec += lk_tool_now() - t0;
         for (int64_t s = 0; s < n && !rc; s++) {
             if (!sc->keep)
                 lk_sha256_hex(sc->logits + s * V, (size_t)V * 4, h[st * n + s]);
@@ -323,7 +298,7 @@ int lk_cmd_demo(int argc, char **argv)
         } else if (!strcmp(a, "--shared-prefix")) {
             NUM(shared, 1, DEMO_MAX_CTX);
         } else if (!strcmp(a, "--ragged") && v &&
-                   (nragged = parse_list(v, ragged, DEMO_MAX_RAGGED, 1, DEMO_MAX_CTX)) > 0) {
+                   (nragged = lk_tool_parse_list(v, ragged, DEMO_MAX_RAGGED, 1, DEMO_MAX_CTX)) > 0) {
             i++;
             if (nragged == 1) { /* N sequences: lengths filled in below */
                 if (ragged[0] > DEMO_MAX_RAGGED) {
@@ -370,10 +345,10 @@ int lk_cmd_demo(int argc, char **argv)
         } else if (!strcmp(a, "--device") && v && ndevname < DEMO_MAX_DEV) {
             devnames[ndevname++] = argv[++i];
         } else if (!strcmp(a, "--tokens") && v &&
-                   (ntok = parse_list(v, toks, 4096, 0, 0x7fffffffL)) > 0) {
+                   (ntok = lk_tool_parse_list(v, toks, 4096, 0, 0x7fffffffL)) > 0) {
             i++;
         } else if (!strcmp(a, "--batch") && v &&
-                   (nbatch = parse_list(v, batches, DEMO_MAX_BATCHES, 1, DEMO_MAX_BATCH)) > 0) {
+                   (nbatch = lk_tool_parse_list(v, batches, DEMO_MAX_BATCHES, 1, DEMO_MAX_BATCH)) > 0) {
             i++;
         } else {
             fprintf(stderr, "lockstep demo: unknown or incomplete option \"%s\"\n\n", a);
@@ -629,7 +604,7 @@ int lk_cmd_demo(int argc, char **argv)
         for (int bi = 0; bi < nbatch && !bad; bi++) {
             int64_t B = batches[bi];
             int32_t next[DEMO_MAX_BATCH];
-            double t0 = now();
+            double t0 = lk_tool_now();
             for (int64_t p0 = 0; p0 < T && !bad; p0 += ptok) {
                 /* the prompt, or its next chunk, of every sequence */
                 const int64_t n = T - p0 < ptok ? T - p0 : ptok;
@@ -638,7 +613,7 @@ int lk_cmd_demo(int argc, char **argv)
                 bad = keep ? bn_model_forward_kept(m, B, n, p0, chunk_ids, 0, next, err, sizeof err)
                            : bn_model_forward(m, B, n, p0, chunk_ids, logits, next, err, sizeof err);
             }
-            double t1 = now();
+            double t1 = lk_tool_now();
             r->prefill_tps[bi] = (double)(B * T) / (t1 - t0);
             double tdec = 0;
             for (long s = 0; !bad; s++) {
@@ -652,11 +627,11 @@ int lk_cmd_demo(int argc, char **argv)
                     break;
                 int32_t ids[DEMO_MAX_BATCH];
                 memcpy(ids, next, sizeof ids);
-                t0 = now();
+                t0 = lk_tool_now();
                 bad = keep ? bn_model_forward_kept(m, B, 1, T + s, ids, s + 1, next, err,
                                                    sizeof err)
                            : bn_model_forward(m, B, 1, T + s, ids, logits, next, err, sizeof err);
-                tdec += now() - t0;
+                tdec += lk_tool_now() - t0;
             }
             for (long s = 0; keep && !bad && s <= steps; s++) {
                 bad = bn_model_kept(m, s, B, logits, err, sizeof err);

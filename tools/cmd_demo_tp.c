@@ -61,31 +61,6 @@ static void usage(FILE *f)
             "                    floor, weights per rank / G + collectives x latency\n");
 }
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int parse_list(const char *s, long *v, int max, long lo, long hi)
-{
-    int n = 0;
-    while (*s) {
-        char *end;
-        long x = strtol(s, &end, 10);
-        if (end == s || x < lo || x > hi || n == max)
-            return -1;
-        v[n++] = x;
-        s = end;
-        if (*s == ',')
-            s++;
-        else if (*s)
-            return -1;
-    }
-    return n;
-}
-
 /* The n-th comma-separated item of list (the last one past the end). */
 static void list_item(const char *list, int n, char *out, size_t len)
 {
@@ -144,10 +119,10 @@ static int run_shard(bn_shard *sh, int rank, const demo_args *a, run_result *r, 
     for (int bi = 0; bi < a->nbatch; bi++) {
         const int64_t B = a->batches[bi];
         int32_t next[TP_MAX_BATCH], ids[TP_MAX_BATCH];
-        double tdec = 0, t0 = now();
+        double tdec = 0, t0 = lk_tool_now();
         if (bn_shard_forward(sh, B, a->T, 0, a->prompt, next, err, errlen))
             return -1;
-        r->prefill_tps[bi] = (double)(B * a->T) / (now() - t0);
+        r->prefill_tps[bi] = (double)(B * a->T) / (lk_tool_now() - t0);
         for (long st = 0;; st++) {
             /* the logits to rank 0 and hashed outside the timing */
             if (bn_shard_logits(sh, B, logits, err, errlen))
@@ -162,10 +137,10 @@ static int run_shard(bn_shard *sh, int rank, const demo_args *a, run_result *r, 
             if (st == a->steps)
                 break;
             memcpy(ids, next, sizeof ids);
-            t0 = now();
+            t0 = lk_tool_now();
             if (bn_shard_forward(sh, B, 1, a->T + st, ids, next, err, errlen))
                 return -1;
-            tdec += now() - t0;
+            tdec += lk_tool_now() - t0;
             memcpy(sw + st * B, next, (size_t)B * sizeof *next);
         }
         r->decode_tps[bi] = a->steps && tdec > 0 ? (double)(B * a->steps) / tdec : 0;
@@ -175,10 +150,10 @@ static int run_shard(bn_shard *sh, int rank, const demo_args *a, run_result *r, 
              * in flight, after the same prefill: the same tokens */
             if (bn_shard_forward(sh, B, a->T, 0, a->prompt, next, err, errlen))
                 return -1;
-            t0 = now();
+            t0 = lk_tool_now();
             if (bn_shard_decode_pipelined(sh, B, a->steps, a->T, next, pt, err, errlen))
                 return -1;
-            r->pipe_tps[bi] = (double)(B * a->steps) / (now() - t0);
+            r->pipe_tps[bi] = (double)(B * a->steps) / (lk_tool_now() - t0);
             r->pipe_same[bi] = !memcmp(pt, sw, (size_t)(B * a->steps) * sizeof *pt);
         }
     }
@@ -202,9 +177,9 @@ static int run_ref(lk_device *dev, int threads, const bn_weights *w, unsigned fl
     for (int bi = 0; bi < a->nbatch && !bad; bi++) {
         const int64_t B = a->batches[bi];
         int32_t next[TP_MAX_BATCH], ids[TP_MAX_BATCH];
-        double tdec = 0, t0 = now();
+        double tdec = 0, t0 = lk_tool_now();
         bad = bn_model_forward(m, B, a->T, 0, a->prompt, logits, next, err, errlen);
-        r->prefill_tps[bi] = (double)(B * a->T) / (now() - t0);
+        r->prefill_tps[bi] = (double)(B * a->T) / (lk_tool_now() - t0);
         for (long st = 0; !bad; st++) {
             for (int64_t b = 0; b < B; b++)
                 lk_sha256_hex(logits + b * a->vocab, (size_t)a->vocab * 4, all[bi][st][b]);
@@ -214,9 +189,9 @@ static int run_ref(lk_device *dev, int threads, const bn_weights *w, unsigned fl
             if (st == a->steps)
                 break;
             memcpy(ids, next, sizeof ids);
-            t0 = now();
+            t0 = lk_tool_now();
             bad = bn_model_forward(m, B, 1, a->T + st, ids, logits, next, err, errlen);
-            tdec += now() - t0;
+            tdec += lk_tool_now() - t0;
         }
         r->decode_tps[bi] = a->steps && tdec > 0 ? (double)(B * a->steps) / tdec : 0;
     }
@@ -240,12 +215,12 @@ static double time_coll(lk_comm *c, lk_queue *q, coll_fn f, void *arg, int reps,
     double t[5];
     *st = f(c, q, arg); /* warm */
     for (int k = 0; k < 5 && *st == LK_OK; k++) {
-        double t0 = now();
+        double t0 = lk_tool_now();
         for (int i = 0; i < reps && *st == LK_OK; i++)
             *st = f(c, q, arg);
         if (*st == LK_OK)
             *st = lk_queue_sync(q);
-        t[k] = (now() - t0) / reps;
+        t[k] = (lk_tool_now() - t0) / reps;
     }
     for (int i = 0; i < 5; i++)
         for (int j = i + 1; j < 5; j++)
@@ -416,7 +391,7 @@ int lk_cmd_demo_sharded(int argc, char **argv)
         } else if (!strcmp(a, "--ref") && v) {
             reflist = argv[++i];
         } else if (!strcmp(a, "--batch") && v &&
-                   (nbatch = parse_list(v, batches, TP_MAX_BATCHES, 1, TP_MAX_BATCH)) > 0) {
+                   (nbatch = lk_tool_parse_list(v, batches, TP_MAX_BATCHES, 1, TP_MAX_BATCH)) > 0) {
             i++;
         } else {
             fprintf(stderr, "lockstep demo: unknown or incomplete option \"%s\" (with --tp or "

@@ -11,6 +11,7 @@ tools_libmatrix_la_SOURCES = \
 bin_PROGRAMS += tools/lockstep
 tools_lockstep_SOURCES = \
 	tools/cmd.h \
+	tools/args.c \
 	tools/lockstep.c \
 	tools/cmd_info.c \
 	tools/cmd_check.c \
