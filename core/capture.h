@@ -96,6 +96,11 @@ void lk_capture_count(lk_queue *q);
 lk_status lk_embedding_ids_check(const char *fn, lk_queue *q, const lk_tensor *ids,
                                  int64_t vocab);
 /* The same for any index tensor (lk_set_rows' idx), named in the message. */
+/* The elements an LK_I32 tensor spans, on the host (core/ops_model.c):
+ * t's own data on host-memory devices, else a copy read after a queue
+ * sync (*own, to free; NULL otherwise).  name goes into the messages. */
+lk_status lk_i32_host(const char *fn, const char *name, lk_queue *q, const lk_tensor *t,
+                      const int32_t **h, int32_t **own);
 lk_status lk_index_check(const char *fn, const char *name, lk_queue *q, const lk_tensor *ids,
                          int64_t vocab);
 

@@ -109,41 +109,58 @@ lk_status lk_embedding_ids_check(const char *fn, lk_queue *q, const lk_tensor *i
     return lk_index_check(fn, "ids", q, ids, vocab);
 }
 
+/* The elements an LK_I32 tensor spans, on the host: t's own data on
+ * host-memory devices, else a copy (*own, to free). */
+lk_status lk_i32_host(const char *fn, const char *name, lk_queue *q, const lk_tensor *t,
+                          const int32_t **h, int32_t **own)
+{
+    *h = NULL;
+    *own = NULL;
+    if (t->rows == 0 || t->cols == 0)
+        return LK_OK;
+    int64_t n = (t->rows - 1) * t->ld + t->cols; /* the core checked the extent */
+    lk_device *dev = q->dev;
+    if (dev->props.host_memory) {
+        *h = t->data;
+        return LK_OK;
+    }
+    int32_t *copy;
+    if ((uint64_t)n > SIZE_MAX / sizeof *copy || !(copy = malloc((size_t)n * sizeof *copy)))
+        return lk_error(LK_ERR_OUT_OF_MEMORY, "%s: no host memory to read %s", fn, name);
+    lk_error_clear();
+    /* the driver's runtime may touch the FP flags: the caller's
+     * environment comes back whole (numerics.md section 2) */
+    lk_fpenv fe;
+    lk_fpenv_enter(&fe);
+    lk_status st = dev->iface->memcpy(q->state, copy, t->data, (size_t)n * sizeof *copy,
+                                      LK_COPY_DEVICE_TO_HOST);
+    if (st == LK_OK)
+        st = dev->iface->queue_sync(q->state);
+    lk_fpenv_leave(&fe);
+    if (st != LK_OK) {
+        free(copy);
+        if (lk_last_error()[0])
+            return lk_error(st, "%s: %s", fn, lk_last_error());
+        return lk_error(st, "%s: device %s failed (%s)", fn, dev->props.name,
+                        lk_status_string(st));
+    }
+    *h = copy;
+    *own = copy;
+    return LK_OK;
+}
+
 /* lk_embedding_ids_check for any LK_I32 n x 1 index tensor (name in the
  * message); also lk_set_rows' idx. */
 lk_status lk_index_check(const char *fn, const char *name, lk_queue *q, const lk_tensor *ids,
                          int64_t vocab)
 {
-    if (ids->rows == 0)
+    if (ids->rows == 0 || ids->cols == 0)
         return LK_OK;
-    int64_t n = (ids->rows - 1) * ids->ld + 1; /* spanned; the core checked the extent */
-    const int32_t *h = ids->data;
-    int32_t *copy = NULL;
-    lk_device *dev = q->dev;
-    if (!dev->props.host_memory) {
-        if ((uint64_t)n > SIZE_MAX / sizeof *copy || !(copy = malloc((size_t)n * sizeof *copy)))
-            return lk_error(LK_ERR_OUT_OF_MEMORY, "%s: no host memory to check %lld ids",
-                            fn, (long long)ids->rows);
-        lk_error_clear();
-        /* the driver's runtime may touch the FP flags: the caller's
-         * environment comes back whole (numerics.md section 2) */
-        lk_fpenv fe;
-        lk_fpenv_enter(&fe);
-        lk_status st = dev->iface->memcpy(q->state, copy, ids->data,
-                                          (size_t)n * sizeof *copy, LK_COPY_DEVICE_TO_HOST);
-        if (st == LK_OK)
-            st = dev->iface->queue_sync(q->state);
-        lk_fpenv_leave(&fe);
-        if (st != LK_OK) {
-            free(copy);
-            if (lk_last_error()[0])
-                return lk_error(st, "%s: %s", fn, lk_last_error());
-            return lk_error(st, "%s: device %s failed (%s)", fn, dev->props.name,
-                            lk_status_string(st));
-        }
-        h = copy;
-    }
-    lk_status st = LK_OK;
+    const int32_t *h;
+    int32_t *copy;
+    lk_status st = lk_i32_host(fn, name, q, ids, &h, &copy);
+    if (st != LK_OK)
+        return st;
     for (int64_t r = 0; r < ids->rows; r++) {
         int32_t id = h[r * ids->ld];
         if (id < 0 || id >= vocab) {

@@ -27,44 +27,6 @@ static int has_member(const lk_device *d, size_t off)
 #define PAGED_SLOT(d, m)                                                                \
     (has_member((d), offsetof(lk_device_iface, m)) ? (d)->iface->m : NULL)
 
-/* The elements an LK_I32 tensor spans, on the host: t's own data on
- * host-memory devices, else a copy (*own, to free). */
-static lk_status i32_host(const char *fn, const char *name, lk_queue *q, const lk_tensor *t,
-                          const int32_t **h, int32_t **own)
-{
-    *h = NULL;
-    *own = NULL;
-    if (t->rows == 0 || t->cols == 0)
-        return LK_OK;
-    int64_t n = (t->rows - 1) * t->ld + t->cols; /* the core checked the extent */
-    lk_device *dev = q->dev;
-    if (dev->props.host_memory) {
-        *h = t->data;
-        return LK_OK;
-    }
-    int32_t *copy;
-    if ((uint64_t)n > SIZE_MAX / sizeof *copy || !(copy = malloc((size_t)n * sizeof *copy)))
-        return lk_error(LK_ERR_OUT_OF_MEMORY, "%s: no host memory to read %s", fn, name);
-    lk_error_clear();
-    lk_fpenv fe;
-    lk_fpenv_enter(&fe);
-    lk_status st = dev->iface->memcpy(q->state, copy, t->data, (size_t)n * sizeof *copy,
-                                      LK_COPY_DEVICE_TO_HOST);
-    if (st == LK_OK)
-        st = dev->iface->queue_sync(q->state);
-    lk_fpenv_leave(&fe);
-    if (st != LK_OK) {
-        free(copy);
-        if (lk_last_error()[0])
-            return lk_error(st, "%s: %s", fn, lk_last_error());
-        return lk_error(st, "%s: device %s failed (%s)", fn, dev->props.name,
-                        lk_status_string(st));
-    }
-    *h = copy;
-    *own = copy;
-    return LK_OK;
-}
-
 typedef struct paged_host {
     const int32_t *table, *seq, *pos;
     int32_t *own[3];
@@ -80,11 +42,11 @@ static lk_status paged_read(const char *fn, lk_queue *q, const lk_tensor *table,
                             const lk_tensor *seq, const lk_tensor *pos, paged_host *p)
 {
     memset(p, 0, sizeof *p);
-    lk_status st = i32_host(fn, "block_table", q, table, &p->table, &p->own[0]);
+    lk_status st = lk_i32_host(fn, "block_table", q, table, &p->table, &p->own[0]);
     if (st == LK_OK)
-        st = i32_host(fn, "seq", q, seq, &p->seq, &p->own[1]);
+        st = lk_i32_host(fn, "seq", q, seq, &p->seq, &p->own[1]);
     if (st == LK_OK)
-        st = i32_host(fn, "pos", q, pos, &p->pos, &p->own[2]);
+        st = lk_i32_host(fn, "pos", q, pos, &p->pos, &p->own[2]);
     if (st != LK_OK)
         paged_host_free(p);
     return st;
